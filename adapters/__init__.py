@@ -1,0 +1,1 @@
+"""Adapters that carry the Submission/Event queue pair across a boundary."""

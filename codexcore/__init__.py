@@ -1,0 +1,1 @@
+"""codexcore: a Codex-style agent core, embedded in-process."""

@@ -1,0 +1,274 @@
+"""EventMsgs: what the engine puts on the event queue.
+
+Every ``task_started`` is followed, under the same event id, by exactly one
+terminal event: ``task_complete``, ``turn_aborted`` or ``error``. ``error`` under
+another id answers a submission that was rejected. Recoverable trouble is
+``warning`` or ``stream_error``. The union is open: UIs ignore types they do
+not know.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import attrs
+
+from ._types import (
+    AbortReason,
+    ApprovalPolicy,
+    ExecStatus,
+    FileChange,
+    HistoryMode,
+    OutputStream,
+    ReasoningEffort,
+    SandboxKind,
+    SandboxPolicy,
+)
+from ._wire import EVENT_MSGS
+
+
+@EVENT_MSGS.register("session_configured")
+@attrs.frozen
+class SessionConfigured:
+    """The Session exists with this configuration.
+
+    ``sandbox`` says what really confines commands (``bwrap`` or ``none``) and
+    ``sandbox_reason`` why there is none, so a UI never shows a confinement
+    that is not there.
+    """
+
+    session_id: str
+    model: str
+    cwd: str
+    approval_policy: ApprovalPolicy
+    sandbox_policy: SandboxPolicy
+    history_mode: HistoryMode
+    reasoning_effort: ReasoningEffort | None = None
+    sandbox: SandboxKind = "none"
+    sandbox_reason: str | None = None
+
+
+@EVENT_MSGS.register("task_started")
+@attrs.frozen
+class TaskStarted:
+    """A Task began; its id is the id of the submission that started it."""
+
+
+@EVENT_MSGS.register("agent_message")
+@attrs.frozen
+class AgentMessage:
+    """A complete message from the model (authoritative over the deltas)."""
+
+    message: str
+
+
+@EVENT_MSGS.register("agent_message_delta")
+@attrs.frozen
+class AgentMessageDelta:
+    """A piece of a message while the model streams it."""
+
+    delta: str
+
+
+@EVENT_MSGS.register("agent_reasoning")
+@attrs.frozen
+class AgentReasoning:
+    """The model's reasoning summary, complete."""
+
+    text: str
+
+
+@EVENT_MSGS.register("agent_reasoning_delta")
+@attrs.frozen
+class AgentReasoningDelta:
+    """A piece of the reasoning summary while it streams."""
+
+    delta: str
+
+
+@EVENT_MSGS.register("exec_approval_request")
+@attrs.frozen
+class ExecApprovalRequest:
+    """The Task waits for an ``exec_approval`` whose ``id`` is this ``call_id``."""
+
+    call_id: str
+    command: tuple[str, ...]
+    cwd: str
+    reason: str | None = None
+
+
+@EVENT_MSGS.register("exec_command_begin")
+@attrs.frozen
+class ExecCommandBegin:
+    """A command started."""
+
+    call_id: str
+    command: tuple[str, ...]
+    cwd: str
+
+
+@EVENT_MSGS.register("exec_command_output_delta")
+@attrs.frozen
+class ExecCommandOutputDelta:
+    """Up to 8 KiB of a running command's output (base64 on the wire)."""
+
+    call_id: str
+    stream: OutputStream
+    chunk: bytes
+
+
+@EVENT_MSGS.register("exec_command_end")
+@attrs.frozen
+class ExecCommandEnd:
+    """A command ended. The output fields are bounded: head and tail are kept."""
+
+    call_id: str
+    stdout: str
+    stderr: str
+    aggregated_output: str
+    exit_code: int
+    duration_ms: int
+    status: ExecStatus
+
+
+@EVENT_MSGS.register("apply_patch_approval_request")
+@attrs.frozen
+class ApplyPatchApprovalRequest:
+    """The Task waits for a ``patch_approval`` whose ``id`` is this ``call_id``.
+
+    ``changes`` maps each absolute path to its change; ``grant_root`` is the
+    directory that approving for the session would make writable, if any.
+    """
+
+    call_id: str
+    changes: dict[str, FileChange]
+    reason: str | None = None
+    grant_root: str | None = None
+
+
+@EVENT_MSGS.register("patch_apply_begin")
+@attrs.frozen
+class PatchApplyBegin:
+    """A patch is being applied."""
+
+    call_id: str
+    auto_approved: bool
+    changes: dict[str, FileChange]
+
+
+@EVENT_MSGS.register("patch_apply_end")
+@attrs.frozen
+class PatchApplyEnd:
+    """A patch was applied (``success``) or refused, all or nothing."""
+
+    call_id: str
+    stdout: str
+    stderr: str
+    success: bool
+
+
+@EVENT_MSGS.register("turn_diff")
+@attrs.frozen
+class TurnDiff:
+    """Everything the Turn changed on disk, as one git-style unified diff."""
+
+    unified_diff: str
+
+
+@EVENT_MSGS.register("turn_complete")
+@attrs.frozen
+class TurnComplete:
+    """A model response completed; ``response_id`` is a bookmark to fork from."""
+
+    response_id: str | None = None
+
+
+@EVENT_MSGS.register("task_complete")
+@attrs.frozen
+class TaskComplete:
+    """Terminal: the model finished with no further tool calls."""
+
+    last_agent_message: str | None = None
+    response_id: str | None = None
+
+
+@EVENT_MSGS.register("token_count")
+@attrs.frozen
+class TokenCount:
+    """Token usage of the response that just completed."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@EVENT_MSGS.register("warning")
+@attrs.frozen
+class WarningEvent:
+    """Something the user should know; work goes on."""
+
+    message: str
+
+
+@EVENT_MSGS.register("stream_error")
+@attrs.frozen
+class StreamError:
+    """The model stream failed and is being retried (``attempt`` of ``max_attempts``)."""
+
+    message: str
+    attempt: int
+    max_attempts: int
+
+
+@EVENT_MSGS.register("error")
+@attrs.frozen
+class ErrorEvent:
+    """Under a Task's id: the Task ended. Under another id: that submission was rejected."""
+
+    message: str
+    code: str
+
+
+@EVENT_MSGS.register("turn_aborted")
+@attrs.frozen
+class TurnAborted:
+    """Terminal: the Task was stopped before it finished."""
+
+    reason: AbortReason
+
+
+@EVENT_MSGS.register("shutdown_complete")
+@attrs.frozen
+class ShutdownComplete:
+    """The engine released everything; this is the last event of the stream."""
+
+
+EventMsg = Annotated[
+    SessionConfigured
+    | TaskStarted
+    | AgentMessage
+    | AgentMessageDelta
+    | AgentReasoning
+    | AgentReasoningDelta
+    | ExecApprovalRequest
+    | ExecCommandBegin
+    | ExecCommandOutputDelta
+    | ExecCommandEnd
+    | ApplyPatchApprovalRequest
+    | PatchApplyBegin
+    | PatchApplyEnd
+    | TurnDiff
+    | TurnComplete
+    | TaskComplete
+    | TokenCount
+    | WarningEvent
+    | StreamError
+    | ErrorEvent
+    | TurnAborted
+    | ShutdownComplete,
+    EVENT_MSGS,
+]
+
+TERMINAL_EVENT_TYPES = frozenset({"task_complete", "turn_aborted", "error"})

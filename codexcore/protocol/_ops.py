@@ -1,0 +1,97 @@
+"""Ops: the payloads a UI puts on the submission queue.
+
+Like Codex's ``Op`` enum this union is open: variants are added over time, and
+a wire name, once published, is never renamed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import attrs
+
+from ._types import (
+    ApprovalPolicy,
+    HistoryMode,
+    InputItem,
+    ReasoningEffort,
+    ReviewDecision,
+    SandboxPolicy,
+)
+from ._wire import OPS
+
+
+@OPS.register("configure_session")
+@attrs.frozen
+class ConfigureSession:
+    """Create the Session, or reconfigure it (aborting a running Task).
+
+    A field left out (``None``) keeps the Session's current value, or the
+    engine's default for a new Session. Answered by ``session_configured``.
+    """
+
+    model: str | None = None
+    instructions: str | None = None
+    cwd: str | None = None
+    approval_policy: ApprovalPolicy | None = None
+    sandbox_policy: SandboxPolicy | None = None
+    history_mode: HistoryMode | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    base_url: str | None = None
+
+
+@OPS.register("user_input")
+@attrs.frozen
+class UserInput:
+    """Start a Task (replacing a running one).
+
+    ``last_response_id`` forks the conversation from that ``turn_complete``
+    bookmark instead of continuing from the latest response.
+    """
+
+    items: tuple[InputItem, ...]
+    last_response_id: str | None = None
+
+
+@OPS.register("inject_input")
+@attrs.frozen
+class InjectInput:
+    """Add input to the running Task's next model request (or start a Task when idle)."""
+
+    items: tuple[InputItem, ...]
+
+
+@OPS.register("interrupt")
+@attrs.frozen
+class Interrupt:
+    """Stop the running Task: the stream is cancelled and commands are killed."""
+
+
+@OPS.register("exec_approval")
+@attrs.frozen
+class ExecApproval:
+    """Answer an ``exec_approval_request``; ``id`` is the request's ``call_id``."""
+
+    id: str
+    decision: ReviewDecision
+
+
+@OPS.register("patch_approval")
+@attrs.frozen
+class PatchApproval:
+    """Answer an ``apply_patch_approval_request``; ``id`` is its ``call_id``."""
+
+    id: str
+    decision: ReviewDecision
+
+
+@OPS.register("shutdown")
+@attrs.frozen
+class Shutdown:
+    """Abort any Task, release everything, answer ``shutdown_complete`` and end the stream."""
+
+
+Op = Annotated[
+    ConfigureSession | UserInput | InjectInput | Interrupt | ExecApproval | PatchApproval | Shutdown,
+    OPS,
+]

@@ -1,0 +1,101 @@
+"""Values shared by Ops and EventMsgs: input items, policies, file changes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import attrs
+
+from ._wire import FILE_CHANGES, INPUT_ITEMS
+
+ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"]
+"""When the engine asks the user before running a command.
+
+``untrusted``: before anything not on the known-safe read-only list.
+``on-failure``: run sandboxed without asking; ask to rerun unsandboxed when the
+sandbox made it fail. ``on-request``: only when the model asks for escalation.
+``never``: never ask.
+"""
+
+SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
+HistoryMode = Literal["server", "client"]
+"""``server``: the provider stores responses and Turns chain by
+``previous_response_id``. ``client``: nothing is stored (``store: false``) and
+the whole history is resent with every request."""
+
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+ReviewDecision = Literal["approved", "approved_for_session", "denied", "abort"]
+AbortReason = Literal["interrupted", "replaced", "reconfigured", "shutdown"]
+OutputStream = Literal["stdout", "stderr"]
+ExecStatus = Literal["completed", "failed", "timed_out"]
+SandboxKind = Literal["bwrap", "none"]
+
+
+@INPUT_ITEMS.register("text")
+@attrs.frozen
+class TextInput:
+    """Text typed by the user."""
+
+    text: str
+
+
+@INPUT_ITEMS.register("image")
+@attrs.frozen
+class ImageInput:
+    """An image by URL (``https:`` or a ``data:`` URL)."""
+
+    image_url: str
+
+
+@INPUT_ITEMS.register("local_image")
+@attrs.frozen
+class LocalImageInput:
+    """An image file on the engine's machine; the engine inlines it as a data URL."""
+
+    path: str
+
+
+InputItem = Annotated[TextInput | ImageInput | LocalImageInput, INPUT_ITEMS]
+
+
+@attrs.frozen
+class SandboxPolicy:
+    """How the model's commands are confined.
+
+    ``read-only``: the whole filesystem read-only, no network.
+    ``workspace-write``: writes only under the cwd, ``writable_roots`` and a
+    private /tmp; network only when ``network_access``.
+    ``danger-full-access``: no confinement.
+    """
+
+    type: SandboxMode = "workspace-write"
+    writable_roots: tuple[str, ...] = ()
+    network_access: bool = False
+
+
+@FILE_CHANGES.register("add")
+@attrs.frozen
+class AddChange:
+    """A file the patch creates, with its whole content."""
+
+    content: str
+
+
+@FILE_CHANGES.register("delete")
+@attrs.frozen
+class DeleteChange:
+    """A file the patch removes, with the content it had."""
+
+    content: str
+
+
+@FILE_CHANGES.register("update")
+@attrs.frozen
+class UpdateChange:
+    """A file the patch edits (and perhaps moves to ``move_path``)."""
+
+    unified_diff: str
+    move_path: str | None = None
+
+
+FileChange = Annotated[AddChange | DeleteChange | UpdateChange, FILE_CHANGES]

@@ -1,0 +1,162 @@
+"""The wire format: round trips, golden fixtures, schema, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from codexcore import protocol as p
+from codexcore.protocol._wire import EVENT_MSGS, OPS
+
+from .protocol_samples import EVENT_MSGS as SAMPLE_EVENT_MSGS
+from .protocol_samples import OPS as SAMPLE_OPS
+
+GOLDEN = Path(__file__).parent / "golden"
+SCHEMA_FILE = Path(__file__).parent.parent / "docs" / "protocol.schema.json"
+
+
+def _tag(value: Any) -> str:
+    return str(type(value).TYPE)
+
+
+def test_every_variant_has_a_sample() -> None:
+    assert sorted(map(_tag, SAMPLE_OPS)) == sorted(OPS.by_tag)
+    assert sorted(map(_tag, SAMPLE_EVENT_MSGS)) == sorted(EVENT_MSGS.by_tag)
+
+
+@pytest.mark.parametrize("op", SAMPLE_OPS, ids=_tag)
+def test_submission_round_trip(op: Any) -> None:
+    submission = p.Submission("sub-1", op)
+    assert p.decode_submission(p.encode_submission(submission)) == submission
+
+
+@pytest.mark.parametrize("msg", SAMPLE_EVENT_MSGS, ids=_tag)
+def test_event_round_trip(msg: Any) -> None:
+    event = p.Event("sub-1", 42, msg)
+    assert p.decode_event(p.encode_event(event)) == event
+
+
+def _golden(kind: str, tag: str) -> Any:
+    return json.loads((GOLDEN / kind / f"{tag}.json").read_text())
+
+
+@pytest.mark.parametrize("op", SAMPLE_OPS, ids=_tag)
+def test_op_matches_golden_fixture(op: Any) -> None:
+    """A renamed field or tag breaks the wire: the fixture catches it."""
+    wire = _golden("ops", _tag(op))
+    assert json.loads(p.encode_submission(p.Submission("sub-1", op))) == wire
+    assert p.decode_submission(wire) == p.Submission("sub-1", op)
+
+
+@pytest.mark.parametrize("msg", SAMPLE_EVENT_MSGS, ids=_tag)
+def test_event_matches_golden_fixture(msg: Any) -> None:
+    wire = _golden("events", _tag(msg))
+    assert json.loads(p.encode_event(p.Event("sub-1", 42, msg))) == wire
+    assert p.decode_event(wire) == p.Event("sub-1", 42, msg)
+
+
+def test_codex_wire_forms_for_shared_variants() -> None:
+    """The examples from the issue, byte for byte: Codex UIs speak this already."""
+    sub = p.decode_submission(
+        '{"id":"s1","op":{"type":"user_input","items":[{"type":"text","text":"hi"}]}}'
+    )
+    assert sub == p.Submission("s1", p.UserInput((p.TextInput("hi"),)))
+    event = p.Event("s1", 0, p.AgentMessage("..."))
+    assert p.encode_event(event) == (
+        b'{"id":"s1","seq":0,"msg":{"type":"agent_message","message":"..."}}'
+    )
+
+
+def test_output_chunk_is_base64_on_the_wire() -> None:
+    event = p.Event("s", 0, p.ExecCommandOutputDelta("c", "stderr", b"\x00\xffok"))
+    assert json.loads(p.encode_event(event))["msg"]["chunk"] == "AP9vaw=="
+
+
+def test_unknown_extra_fields_are_tolerated() -> None:
+    sub = p.decode_submission(
+        {"id": "s", "extra": 1, "op": {"type": "interrupt", "future_field": [1, 2]}}
+    )
+    assert sub == p.Submission("s", p.Interrupt())
+
+
+@pytest.mark.parametrize(
+    ("line", "sub_id", "message"),
+    [
+        ("{", "", "invalid JSON"),
+        ("[1, 2]", "", "must be a JSON object, got an array"),
+        ('"text"', "", "must be a JSON object, got a string"),
+        ('{"op": {"type": "interrupt"}}', "", "id: missing required field"),
+        ('{"id": 5, "op": {"type": "interrupt"}}', "", "id: expected a string"),
+        ('{"id": "a"}', "a", "op: missing required field"),
+        ('{"id": "a", "op": {}}', "a", "op.type: missing required field"),
+        ('{"id": "a", "op": {"type": "dance"}}', "a", "unknown Op type 'dance'"),
+        ('{"id": "a", "op": {"type": "user_input"}}', "a", "op.items: missing required field"),
+        (
+            '{"id": "a", "op": {"type": "user_input", "items": "hi"}}',
+            "a",
+            "op.items: expected an array, got a string",
+        ),
+        (
+            '{"id": "a", "op": {"type": "user_input", "items": [{"type": "text", "text": 3}]}}',
+            "a",
+            "op.items[0].text: expected a string, got a number",
+        ),
+        (
+            '{"id": "a", "op": {"type": "exec_approval", "id": "c", "decision": "yes"}}',
+            "a",
+            "op.decision: 'yes' is not one of approved",
+        ),
+        (
+            '{"id": "a", "op": {"type": "configure_session", "sandbox_policy": {"type": "jail"}}}',
+            "a",
+            "op.sandbox_policy.type: 'jail' is not one of read-only",
+        ),
+        (
+            '{"id": "a", "op": {"type": "configure_session", "sandbox_policy": '
+            '{"network_access": 1}}}',
+            "a",
+            "op.sandbox_policy.network_access: expected a boolean, got a number",
+        ),
+    ],
+)
+def test_bad_submissions_name_the_problem(line: str, sub_id: str, message: str) -> None:
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode_submission(line)
+    assert message in info.value.message
+    assert info.value.submission_id == sub_id
+
+
+def test_invalid_utf8_is_a_protocol_error() -> None:
+    with pytest.raises(p.ProtocolError, match="invalid JSON"):
+        p.decode_submission(b'{"id": "\xff"}')
+
+
+def test_committed_schema_is_current() -> None:
+    """docs/protocol.schema.json is generated; regenerate with `codexcore schema`."""
+    committed = json.loads(SCHEMA_FILE.read_text())
+    assert committed == json.loads(json.dumps(p.protocol_schema()))
+
+
+def _validator(definition: str) -> jsonschema.Draft202012Validator:
+    schema = {**p.protocol_schema(), "oneOf": None, "$ref": f"#/$defs/{definition}"}
+    del schema["oneOf"]
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_schema_is_valid_draft_2020_12() -> None:
+    jsonschema.Draft202012Validator.check_schema(p.protocol_schema())
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("*/*.json")), ids=lambda f: f.stem)
+def test_golden_fixtures_validate_against_schema(path: Path) -> None:
+    definition = "Submission" if path.parent.name == "ops" else "Event"
+    _validator(definition).validate(json.loads(path.read_text()))
+
+
+def test_schema_rejects_what_the_decoder_rejects() -> None:
+    bad = {"id": "a", "op": {"type": "exec_approval", "id": "c", "decision": "yes"}}
+    assert not _validator("Submission").is_valid(bad)
