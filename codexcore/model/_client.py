@@ -1,0 +1,295 @@
+"""Streaming client for the OpenAI Responses API, with retries."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from types import TracebackType
+from typing import Any, Self, cast
+
+import httpx
+import orjson
+import structlog
+
+from ._errors import ModelError, RetryableError
+from ._events import Completed, RetryScheduled, StreamEvent
+from ._retry import RetryPolicy, parse_retry_after
+from ._sse import SSEDecoder
+from ._wire import decode_event
+
+__all__ = ["ModelClient"]
+
+_log = structlog.get_logger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_CONNECT_TIMEOUT = 10.0
+_DRAIN_TIMEOUT = 1.0
+_ERROR_TEXT_LIMIT = 500
+_FATAL_STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found"}
+_RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
+_RETRY_AFTER_STATUSES = frozenset({429, 503})
+_DEFAULT_RETRY = RetryPolicy()
+
+
+class ModelClient:
+    """Streams Responses API replies as typed events, retrying transient failures.
+
+    ``base_url`` defaults to ``$OPENAI_BASE_URL``, then to the OpenAI API;
+    requests go to ``{base_url}/responses``. ``api_key`` defaults to
+    ``$OPENAI_API_KEY``; without one no ``Authorization`` header is sent (local
+    servers need none). ``headers`` are added to every request and win over
+    the defaults. ``stream_idle_timeout`` is how long a stream may stay silent
+    before the attempt counts as failed. ``transport`` replaces the network,
+    e.g. with ``httpx.MockTransport`` in tests.
+
+    One HTTP connection pool serves all requests; close it with ``aclose()``
+    or by using the client as an async context manager.
+    """
+
+    __slots__ = ("_base_url", "_has_key", "_http", "_idle_timeout", "_retry", "_url")
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        retry: RetryPolicy = _DEFAULT_RETRY,
+        stream_idle_timeout: float = 300.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if stream_idle_timeout <= 0:
+            raise ValueError(f"stream_idle_timeout must be positive, not {stream_idle_timeout!r}")
+        base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        self._base_url = base.rstrip("/")
+        self._url = f"{self._base_url}/responses"
+        self._retry = retry
+        self._idle_timeout = stream_idle_timeout
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._has_key = bool(key)
+        # The key lives only in the pool's default headers, never on self.
+        default_headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+        if key:
+            default_headers["Authorization"] = f"Bearer {key}"
+        self._http = httpx.AsyncClient(
+            headers={**default_headers, **(headers or {})},
+            timeout=httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT),
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:
+        key = "<set>" if self._has_key else None
+        return f"ModelClient(base_url={self._base_url!r}, api_key={key})"
+
+    @property
+    def base_url(self) -> str:
+        """The base URL requests go to (without a trailing slash)."""
+        return self._base_url
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool; the client is unusable afterwards."""
+        await self._http.aclose()
+
+    async def stream(self, request: Mapping[str, Any]) -> AsyncGenerator[StreamEvent, None]:
+        """POST ``request`` (a Responses API body) and yield the reply's events.
+
+        Adds ``"stream": true`` when the body lacks it. A successful stream
+        ends with ``Completed``. Transient failures (connection errors, HTTP
+        408/409/429/5xx, a stream that stops early or stays idle, a transient
+        ``response.failed`` or ``error`` event) yield ``RetryScheduled`` and
+        start over. Raises ``ModelError`` when the request fails for good or
+        the retries run out.
+
+        Stopping early releases the connection: cancel the consuming task or
+        close the generator, best with ``contextlib.aclosing``.
+        """
+        body = _encode(request)
+        retry = 0
+        while True:
+            try:
+                # aclosing: leaving early must close the attempt, and with it the response.
+                async with aclosing(self._attempt(body, retry + 1)) as events:
+                    async for event in events:
+                        yield event
+                return
+            except RetryableError as exc:
+                failure = exc
+            retry += 1
+            if retry >= self._retry.max_attempts:
+                raise _exhausted(failure, retry) from failure
+            delay = self._retry.delay(retry, retry_after=failure.retry_after)
+            _log.debug("model.retry", attempt=retry, delay=delay, reason=failure.reason)
+            yield RetryScheduled(retry, self._retry.max_attempts, delay, failure.reason)
+            await asyncio.sleep(delay)
+
+    async def _attempt(self, body: bytes, attempt: int) -> AsyncGenerator[StreamEvent, None]:
+        """One HTTP request; failures worth retrying raise ``RetryableError``."""
+        _log.debug("model.request", url=self._url, attempt=attempt)
+        try:
+            async with self._http.stream("POST", self._url, content=body) as response:
+                await _check_status(response)
+                reader = _ResponseReader(response, self._idle_timeout)
+                try:
+                    while (batch := await reader.next_batch()) is not None:
+                        for event in batch:
+                            yield event
+                finally:
+                    await reader.aclose()
+        except httpx.RequestError as exc:
+            raise _transport_failure(exc) from exc
+
+
+class _ResponseReader:
+    """Turns one response body into batches of typed events.
+
+    Waiting for a chunk is bounded by the idle timeout; the events are handed
+    over outside that bound, so a slow consumer never trips it. After
+    ``response.completed`` the rest of the body is drained (which keeps the
+    connection reusable) and ``Completed`` comes last.
+    """
+
+    __slots__ = ("_chunks", "_completed", "_decoder", "_done", "_idle_timeout")
+
+    def __init__(self, response: httpx.Response, idle_timeout: float) -> None:
+        self._chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+        self._idle_timeout = idle_timeout
+        self._decoder = SSEDecoder()
+        self._completed: Completed | None = None
+        self._done = False
+
+    async def next_batch(self) -> list[StreamEvent] | None:
+        """Events from the next chunk ([] is possible); None after the last batch."""
+        if self._done:
+            return None
+        chunk = await self._next_chunk()
+        if chunk is None:
+            return self._finish()
+        if self._completed is not None:
+            return []
+        return self._decode(chunk)
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+
+    async def _next_chunk(self) -> bytes | None:
+        """The next chunk, or None at the end of the body (or any failure after completion)."""
+        # Once completed, only the end of the body is awaited: a server that
+        # leaves the stream open must not hold the Turn for the idle timeout.
+        limit = self._idle_timeout if self._completed is None else _DRAIN_TIMEOUT
+        try:
+            async with asyncio.timeout(min(limit, self._idle_timeout)):
+                return await anext(self._chunks, None)
+        except TimeoutError:
+            if self._completed is not None:
+                return None
+            raise RetryableError(f"stream idle: no data for {self._idle_timeout:g} s") from None
+        except httpx.RequestError as exc:
+            if self._completed is not None:
+                return None
+            raise _transport_failure(exc) from exc
+
+    def _finish(self) -> list[StreamEvent]:
+        self._done = True
+        self._decoder.flush()
+        if self._completed is None:
+            raise RetryableError("stream closed before response.completed")
+        _log.debug("model.completed", response_id=self._completed.response_id)
+        return [self._completed]
+
+    def _decode(self, chunk: bytes) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        for sse in self._decoder.feed(chunk):
+            event = decode_event(sse)
+            if event is None:
+                continue
+            if isinstance(event, Completed):
+                self._completed = event
+                break
+            events.append(event)
+        return events
+
+
+def _encode(request: Mapping[str, Any]) -> bytes:
+    body = dict(request)
+    if body.setdefault("stream", True) is not True:
+        raise ValueError(
+            "ModelClient.stream sends streaming requests only; drop 'stream' or set it true"
+        )
+    return orjson.dumps(body)
+
+
+async def _check_status(response: httpx.Response) -> None:
+    """Raise for an error status: ``RetryableError`` if worth retrying, else ``ModelError``."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    await response.aread()
+    message, server_code = _error_details(response)
+    text = f"HTTP {status}: {message}"
+    if status >= 500 or status in _RETRYABLE_CLIENT_STATUSES:
+        retry_after = _retry_after(response.headers) if status in _RETRY_AFTER_STATUSES else None
+        raise RetryableError(text, status=status, retry_after=retry_after, server_code=server_code)
+    code = _FATAL_STATUS_CODES.get(status, "http_error")
+    raise ModelError(text, code=code, status=status, server_code=server_code)
+
+
+def _error_details(response: httpx.Response) -> tuple[str, str | None]:
+    """The server's error message and code, from ``{"error": {...}}`` or the raw body."""
+    try:
+        payload = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        payload = None
+    if isinstance(payload, dict):
+        error = payload.get("error", payload)
+        if isinstance(error, str):
+            return error, None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            code = error.get("code")
+            return error["message"], code if isinstance(code, str) else None
+    text = response.text.strip()
+    if len(text) > _ERROR_TEXT_LIMIT:
+        text = text[:_ERROR_TEXT_LIMIT] + "…"
+    return text or response.reason_phrase or "no details", None
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        seconds = parse_retry_after(milliseconds)
+        if seconds is not None:
+            return seconds / 1000.0
+    value = headers.get("retry-after")
+    return None if value is None else parse_retry_after(value)
+
+
+def _transport_failure(exc: httpx.RequestError) -> RetryableError | ModelError:
+    detail = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
+        return ModelError(f"cannot send the request: {detail}", code="transport_error")
+    if isinstance(exc, httpx.ReadTimeout):
+        return RetryableError("stream idle: the read timed out")
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return RetryableError(f"could not connect: {detail}")
+    return RetryableError(f"connection failed: {type(exc).__name__}: {detail}")
+
+
+def _exhausted(failure: RetryableError, attempts: int) -> ModelError:
+    return ModelError(
+        f"model request failed after {attempts} attempts: {failure.reason}",
+        code="retries_exhausted",
+        status=failure.status,
+        server_code=failure.server_code,
+    )

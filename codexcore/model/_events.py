@@ -1,0 +1,121 @@
+"""Typed stream events: what the engine consumes instead of raw SSE JSON."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import attrs
+
+__all__ = [
+    "Completed",
+    "FunctionCallArgumentsDelta",
+    "OutputItemAdded",
+    "OutputItemDone",
+    "OutputTextDelta",
+    "ReasoningSummaryDelta",
+    "ResponseCreated",
+    "RetryScheduled",
+    "StreamEvent",
+    "Usage",
+]
+
+
+@attrs.frozen
+class ResponseCreated:
+    """The server accepted the request and started response ``response_id``."""
+
+    response_id: str
+
+
+@attrs.frozen
+class OutputItemAdded:
+    """An output item started; ``item`` is the raw Responses item, possibly partial."""
+
+    item: dict[str, Any]
+
+
+@attrs.frozen
+class OutputItemDone:
+    """An output item is final.
+
+    ``item`` is the raw Responses output item: ``{"type": "message", ...}``,
+    ``{"type": "reasoning", ...}``, ``{"type": "function_call", "name",
+    "arguments", "call_id", ...}`` or any other type the server sends.
+    """
+
+    item: dict[str, Any]
+
+
+# Deltas are dict-backed rather than slotted: frozen attrs builds those about
+# twice as fast, and one is built per streamed token.
+@attrs.frozen(slots=False)
+class OutputTextDelta:
+    """More assistant text for the message item ``item_id``."""
+
+    item_id: str
+    delta: str
+
+
+@attrs.frozen(slots=False)
+class ReasoningSummaryDelta:
+    """More reasoning-summary text for the reasoning item ``item_id``."""
+
+    item_id: str
+    delta: str
+
+
+@attrs.frozen(slots=False)
+class FunctionCallArgumentsDelta:
+    """More JSON text of the arguments of the function-call item ``item_id``."""
+
+    item_id: str
+    delta: str
+
+
+@attrs.frozen
+class Usage:
+    """Token accounting of one response; counts the server left out are 0."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@attrs.frozen
+class Completed:
+    """The response finished; always the last event of a successful stream."""
+
+    response_id: str
+    usage: Usage | None = None
+
+
+@attrs.frozen
+class RetryScheduled:
+    """The attempt failed in a way worth retrying; the client retries after ``delay`` s.
+
+    Sent before the client sleeps. ``attempt`` numbers the retries from 1 and
+    the request is sent at most ``max_attempts`` times in all, so the last
+    retry has ``attempt == max_attempts - 1``. ``reason`` says what went wrong.
+    The retry starts a fresh response: the consumer drops whatever it built
+    from the failed attempt's events.
+    """
+
+    attempt: int
+    max_attempts: int
+    delay: float
+    reason: str
+
+
+StreamEvent: TypeAlias = (
+    ResponseCreated
+    | OutputItemAdded
+    | OutputItemDone
+    | OutputTextDelta
+    | ReasoningSummaryDelta
+    | FunctionCallArgumentsDelta
+    | Completed
+    | RetryScheduled
+)
+"""Everything ``ModelClient.stream`` yields."""
