@@ -1,1 +1,52 @@
-"""codexcore: a Codex-style agent core, embedded in-process."""
+"""codexcore: a Codex-style agent core, embedded in-process.
+
+A UI puts :class:`~codexcore.protocol.Submission`\\ s on the submission queue
+of a :class:`Codex` engine and reads :class:`~codexcore.protocol.Event`\\ s from
+its event queue. The wire types live in :mod:`codexcore.protocol`; other
+processes reach the same queues through :mod:`codexcore.adapters`.
+
+Importing this package is cheap: the engine (and with it asyncio, httpx and
+janus) loads on first use of one of its names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import Codex, EngineClosed, EngineConfig, Rejected, SessionConfig, parse_submission
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Codex": "codexcore.engine",
+    "EngineClosed": "codexcore.engine",
+    "EngineConfig": "codexcore.engine",
+    "Rejected": "codexcore.engine",
+    "SessionConfig": "codexcore.engine",
+    "parse_submission": "codexcore.engine",
+}
+
+__all__ = [
+    "Codex",
+    "EngineClosed",
+    "EngineConfig",
+    "Rejected",
+    "SessionConfig",
+    "__version__",
+    "parse_submission",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codexcore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never depend on the developer's OPENAI_* or CODEXCORE_* variables."""
     for name in list(os.environ):
         if name.startswith(("OPENAI_", "CODEXCORE_")):
             monkeypatch.delenv(name)
-    yield
 
 
 @pytest.fixture

@@ -24,12 +24,12 @@ from ._types import (
     SandboxKind,
     SandboxPolicy,
 )
-from ._wire import EVENT_MSGS
+from ._wire import EVENT_MSGS, Tagged
 
 
 @EVENT_MSGS.register("session_configured")
 @attrs.frozen
-class SessionConfigured:
+class SessionConfigured(Tagged):
     """The Session exists with this configuration.
 
     ``sandbox`` says what really confines commands (``bwrap`` or ``none``) and
@@ -50,13 +50,13 @@ class SessionConfigured:
 
 @EVENT_MSGS.register("task_started")
 @attrs.frozen
-class TaskStarted:
+class TaskStarted(Tagged):
     """A Task began; its id is the id of the submission that started it."""
 
 
 @EVENT_MSGS.register("agent_message")
 @attrs.frozen
-class AgentMessage:
+class AgentMessage(Tagged):
     """A complete message from the model (authoritative over the deltas)."""
 
     message: str
@@ -64,7 +64,7 @@ class AgentMessage:
 
 @EVENT_MSGS.register("agent_message_delta")
 @attrs.frozen
-class AgentMessageDelta:
+class AgentMessageDelta(Tagged):
     """A piece of a message while the model streams it."""
 
     delta: str
@@ -72,7 +72,7 @@ class AgentMessageDelta:
 
 @EVENT_MSGS.register("agent_reasoning")
 @attrs.frozen
-class AgentReasoning:
+class AgentReasoning(Tagged):
     """The model's reasoning summary, complete."""
 
     text: str
@@ -80,7 +80,7 @@ class AgentReasoning:
 
 @EVENT_MSGS.register("agent_reasoning_delta")
 @attrs.frozen
-class AgentReasoningDelta:
+class AgentReasoningDelta(Tagged):
     """A piece of the reasoning summary while it streams."""
 
     delta: str
@@ -88,7 +88,7 @@ class AgentReasoningDelta:
 
 @EVENT_MSGS.register("exec_approval_request")
 @attrs.frozen
-class ExecApprovalRequest:
+class ExecApprovalRequest(Tagged):
     """The Task waits for an ``exec_approval`` whose ``id`` is this ``call_id``."""
 
     call_id: str
@@ -99,7 +99,7 @@ class ExecApprovalRequest:
 
 @EVENT_MSGS.register("exec_command_begin")
 @attrs.frozen
-class ExecCommandBegin:
+class ExecCommandBegin(Tagged):
     """A command started."""
 
     call_id: str
@@ -109,7 +109,7 @@ class ExecCommandBegin:
 
 @EVENT_MSGS.register("exec_command_output_delta")
 @attrs.frozen
-class ExecCommandOutputDelta:
+class ExecCommandOutputDelta(Tagged):
     """Up to 8 KiB of a running command's output (base64 on the wire)."""
 
     call_id: str
@@ -119,7 +119,7 @@ class ExecCommandOutputDelta:
 
 @EVENT_MSGS.register("exec_command_end")
 @attrs.frozen
-class ExecCommandEnd:
+class ExecCommandEnd(Tagged):
     """A command ended. The output fields are bounded: head and tail are kept."""
 
     call_id: str
@@ -133,7 +133,7 @@ class ExecCommandEnd:
 
 @EVENT_MSGS.register("apply_patch_approval_request")
 @attrs.frozen
-class ApplyPatchApprovalRequest:
+class ApplyPatchApprovalRequest(Tagged):
     """The Task waits for a ``patch_approval`` whose ``id`` is this ``call_id``.
 
     ``changes`` maps each absolute path to its change; ``grant_root`` is the
@@ -148,7 +148,7 @@ class ApplyPatchApprovalRequest:
 
 @EVENT_MSGS.register("patch_apply_begin")
 @attrs.frozen
-class PatchApplyBegin:
+class PatchApplyBegin(Tagged):
     """A patch is being applied."""
 
     call_id: str
@@ -158,7 +158,7 @@ class PatchApplyBegin:
 
 @EVENT_MSGS.register("patch_apply_end")
 @attrs.frozen
-class PatchApplyEnd:
+class PatchApplyEnd(Tagged):
     """A patch was applied (``success``) or refused, all or nothing."""
 
     call_id: str
@@ -169,7 +169,7 @@ class PatchApplyEnd:
 
 @EVENT_MSGS.register("turn_diff")
 @attrs.frozen
-class TurnDiff:
+class TurnDiff(Tagged):
     """Everything the Turn changed on disk, as one git-style unified diff."""
 
     unified_diff: str
@@ -177,7 +177,7 @@ class TurnDiff:
 
 @EVENT_MSGS.register("turn_complete")
 @attrs.frozen
-class TurnComplete:
+class TurnComplete(Tagged):
     """A model response completed; ``response_id`` is a bookmark to fork from."""
 
     response_id: str | None = None
@@ -185,7 +185,7 @@ class TurnComplete:
 
 @EVENT_MSGS.register("task_complete")
 @attrs.frozen
-class TaskComplete:
+class TaskComplete(Tagged):
     """Terminal: the model finished with no further tool calls."""
 
     last_agent_message: str | None = None
@@ -194,7 +194,7 @@ class TaskComplete:
 
 @EVENT_MSGS.register("token_count")
 @attrs.frozen
-class TokenCount:
+class TokenCount(Tagged):
     """Token usage of the response that just completed."""
 
     input_tokens: int = 0
@@ -206,7 +206,7 @@ class TokenCount:
 
 @EVENT_MSGS.register("warning")
 @attrs.frozen
-class WarningEvent:
+class WarningEvent(Tagged):
     """Something the user should know; work goes on."""
 
     message: str
@@ -214,7 +214,7 @@ class WarningEvent:
 
 @EVENT_MSGS.register("stream_error")
 @attrs.frozen
-class StreamError:
+class StreamError(Tagged):
     """The model stream failed and is being retried (``attempt`` of ``max_attempts``)."""
 
     message: str
@@ -224,7 +224,7 @@ class StreamError:
 
 @EVENT_MSGS.register("error")
 @attrs.frozen
-class ErrorEvent:
+class ErrorEvent(Tagged):
     """Under a Task's id: the Task ended. Under another id: that submission was rejected."""
 
     message: str
@@ -233,7 +233,7 @@ class ErrorEvent:
 
 @EVENT_MSGS.register("turn_aborted")
 @attrs.frozen
-class TurnAborted:
+class TurnAborted(Tagged):
     """Terminal: the Task was stopped before it finished."""
 
     reason: AbortReason
@@ -241,7 +241,7 @@ class TurnAborted:
 
 @EVENT_MSGS.register("shutdown_complete")
 @attrs.frozen
-class ShutdownComplete:
+class ShutdownComplete(Tagged):
     """The engine released everything; this is the last event of the stream."""
 
 

@@ -18,12 +18,12 @@ from ._types import (
     ReviewDecision,
     SandboxPolicy,
 )
-from ._wire import OPS
+from ._wire import OPS, Tagged
 
 
 @OPS.register("configure_session")
 @attrs.frozen
-class ConfigureSession:
+class ConfigureSession(Tagged):
     """Create the Session, or reconfigure it (aborting a running Task).
 
     A field left out (``None``) keeps the Session's current value, or the
@@ -42,7 +42,7 @@ class ConfigureSession:
 
 @OPS.register("user_input")
 @attrs.frozen
-class UserInput:
+class UserInput(Tagged):
     """Start a Task (replacing a running one).
 
     ``last_response_id`` forks the conversation from that ``turn_complete``
@@ -55,7 +55,7 @@ class UserInput:
 
 @OPS.register("inject_input")
 @attrs.frozen
-class InjectInput:
+class InjectInput(Tagged):
     """Add input to the running Task's next model request (or start a Task when idle)."""
 
     items: tuple[InputItem, ...]
@@ -63,13 +63,13 @@ class InjectInput:
 
 @OPS.register("interrupt")
 @attrs.frozen
-class Interrupt:
+class Interrupt(Tagged):
     """Stop the running Task: the stream is cancelled and commands are killed."""
 
 
 @OPS.register("exec_approval")
 @attrs.frozen
-class ExecApproval:
+class ExecApproval(Tagged):
     """Answer an ``exec_approval_request``; ``id`` is the request's ``call_id``."""
 
     id: str
@@ -78,7 +78,7 @@ class ExecApproval:
 
 @OPS.register("patch_approval")
 @attrs.frozen
-class PatchApproval:
+class PatchApproval(Tagged):
     """Answer an ``apply_patch_approval_request``; ``id`` is its ``call_id``."""
 
     id: str
@@ -87,11 +87,17 @@ class PatchApproval:
 
 @OPS.register("shutdown")
 @attrs.frozen
-class Shutdown:
+class Shutdown(Tagged):
     """Abort any Task, release everything, answer ``shutdown_complete`` and end the stream."""
 
 
 Op = Annotated[
-    ConfigureSession | UserInput | InjectInput | Interrupt | ExecApproval | PatchApproval | Shutdown,
+    ConfigureSession
+    | UserInput
+    | InjectInput
+    | Interrupt
+    | ExecApproval
+    | PatchApproval
+    | Shutdown,
     OPS,
 ]

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import attrs
 
-from ._wire import FILE_CHANGES, INPUT_ITEMS
+from ._wire import FILE_CHANGES, INPUT_ITEMS, Tagged
 
 ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"]
 """When the engine asks the user before running a command.
@@ -33,7 +33,7 @@ SandboxKind = Literal["bwrap", "none"]
 
 @INPUT_ITEMS.register("text")
 @attrs.frozen
-class TextInput:
+class TextInput(Tagged):
     """Text typed by the user."""
 
     text: str
@@ -41,7 +41,7 @@ class TextInput:
 
 @INPUT_ITEMS.register("image")
 @attrs.frozen
-class ImageInput:
+class ImageInput(Tagged):
     """An image by URL (``https:`` or a ``data:`` URL)."""
 
     image_url: str
@@ -49,7 +49,7 @@ class ImageInput:
 
 @INPUT_ITEMS.register("local_image")
 @attrs.frozen
-class LocalImageInput:
+class LocalImageInput(Tagged):
     """An image file on the engine's machine; the engine inlines it as a data URL."""
 
     path: str
@@ -75,7 +75,7 @@ class SandboxPolicy:
 
 @FILE_CHANGES.register("add")
 @attrs.frozen
-class AddChange:
+class AddChange(Tagged):
     """A file the patch creates, with its whole content."""
 
     content: str
@@ -83,7 +83,7 @@ class AddChange:
 
 @FILE_CHANGES.register("delete")
 @attrs.frozen
-class DeleteChange:
+class DeleteChange(Tagged):
     """A file the patch removes, with the content it had."""
 
     content: str
@@ -91,7 +91,7 @@ class DeleteChange:
 
 @FILE_CHANGES.register("update")
 @attrs.frozen
-class UpdateChange:
+class UpdateChange(Tagged):
     """A file the patch edits (and perhaps moves to ``move_path``)."""
 
     unified_diff: str

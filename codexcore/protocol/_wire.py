@@ -9,7 +9,6 @@ a variant is declaring a class; nothing else needs to learn about it.
 
 from __future__ import annotations
 
-import sys
 import types
 import typing
 from collections.abc import Callable
@@ -20,9 +19,11 @@ import attrs
 T = TypeVar("T")
 
 
-class WireClass(typing.Protocol):
+class Tagged:
+    """Base of every tagged variant; ``TYPE`` is its wire tag (set by ``register``)."""
+
+    __slots__ = ()
     TYPE: ClassVar[str]
-    __attrs_attrs__: ClassVar[Any]
 
 
 class Registry:
@@ -117,8 +118,7 @@ def fields_of(cls: type[Any]) -> tuple[Field, ...]:
     """The wire fields of an attrs class, computed once per class."""
     cached = _FIELDS.get(cls)
     if cached is None:
-        module = sys.modules[cls.__module__]
-        hints = typing.get_type_hints(cls, vars(module), include_extras=True)
+        hints = typing.get_type_hints(cls, include_extras=True)
         cached = tuple(_field(a, hints[a.name]) for a in attrs.fields(cls))
         _FIELDS[cls] = cached
     return cached

@@ -1,0 +1,172 @@
+"""The threads face: a Codex engine on a background thread, driven with blocking calls.
+
+This is what an IDE plugin or a notebook embeds. The engine runs its own event
+loop on a thread of its own, so it works whether or not the calling program
+runs an asyncio loop, and the caller never blocks that loop::
+
+    with CodexThread() as codex:
+        codex.submit(UserInput((TextInput("list the files"),)))
+        for event in codex:
+            ...
+
+With ``on_event`` every event is handed to the callback on a delivery thread
+instead (a UI toolkit would post it to its own main thread from there); the
+engine's loop never runs UI code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import janus
+
+from codexcore._logging import get_logger
+from codexcore.engine import Codex, EngineClosed, EngineConfig, Rejected
+from codexcore.protocol import Event, Op, Submission
+
+if TYPE_CHECKING:
+    import httpx
+
+log = get_logger(__name__)
+
+EventCallback = Callable[[Event], None]
+
+
+class CodexThread:
+    """A :class:`~codexcore.Codex` on its own thread, with blocking methods.
+
+    ``submit`` blocks while the submission queue is full; ``next_event``
+    blocks until an event arrives or ``timeout`` (seconds) passes, raising
+    :class:`TimeoutError`, and raises :class:`~codexcore.EngineClosed` once
+    the stream has ended. ``close`` shuts the engine down and joins its
+    threads; it is idempotent. All methods are safe to call from any thread.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        on_event: EventCallback | None = None,
+        name: str = "codexcore",
+    ) -> None:
+        self._codex = Codex(config, transport=transport)
+        self._on_event = on_event
+        self._name = name
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._delivery: threading.Thread | None = None
+        self._stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._close_lock = threading.Lock()
+
+    def start(self) -> CodexThread:
+        """Start the engine's thread; returns once its queues exist."""
+        if self._thread is not None:
+            raise RuntimeError("CodexThread.start() called twice")
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name=self._name)
+        self._thread.start()
+        ready.result()
+        if self._on_event is not None:
+            self._delivery = threading.Thread(
+                target=self._deliver, name=f"{self._name}-events", daemon=True
+            )
+            self._delivery.start()
+        return self
+
+    def __enter__(self) -> CodexThread:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _run(self, ready: concurrent.futures.Future[None]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main(ready))
+        except BaseException as exc:  # surfaced to start() if it never got ready
+            if not ready.done():
+                ready.set_exception(exc)
+            log.exception("engine thread failed")
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            self._stopped.set_result(None)
+
+    async def _main(self, ready: concurrent.futures.Future[None]) -> None:
+        await self._codex.start()
+        ready.set_result(None)
+        await self._codex.wait_finished()
+        await self._codex.aclose()
+
+    # --- the queue pair, blocking ---------------------------------------------
+
+    def submit(self, op: Op, *, id: str | None = None, timeout: float | None = None) -> str:
+        """Queue ``op``; returns its submission id."""
+        sub_id = f"t{next(self._ids)}" if id is None else id
+        self.put(Submission(sub_id, op), timeout=timeout)
+        return sub_id
+
+    def put(self, item: Submission | Rejected, *, timeout: float | None = None) -> None:
+        """Queue an already-built submission (or a :class:`Rejected` one from an adapter)."""
+        try:
+            self._codex.submission_queue.sync_q.put(item, timeout=timeout)
+        except janus.SyncQueueShutDown:
+            raise EngineClosed("the engine has shut down") from None
+        except queue.Full:
+            raise TimeoutError("the submission queue stayed full") from None
+
+    def next_event(self, timeout: float | None = None) -> Event:
+        if self._on_event is not None:
+            raise RuntimeError("events go to the on_event callback of this CodexThread")
+        return self._get(timeout)
+
+    def _get(self, timeout: float | None) -> Event:
+        try:
+            return self._codex.event_queue.sync_q.get(timeout=timeout)
+        except janus.SyncQueueShutDown:
+            raise EngineClosed("the event stream has ended") from None
+        except queue.Empty:
+            raise TimeoutError(f"no event within {timeout} s") from None
+
+    def __iter__(self) -> Iterator[Event]:
+        """Every event until the stream ends (after ``shutdown_complete``)."""
+        while True:
+            try:
+                yield self.next_event()
+            except EngineClosed:
+                return
+
+    def _deliver(self) -> None:
+        assert self._on_event is not None
+        while True:
+            try:
+                event = self._get(None)
+            except EngineClosed:
+                return
+            try:
+                self._on_event(event)
+            except Exception:  # one broken callback must not stop the stream
+                log.exception("on_event callback failed", seq=event.seq)
+
+    # --- teardown --------------------------------------------------------------
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Shut the engine down and join its threads."""
+        with self._close_lock:
+            if self._thread is None or self._loop is None:
+                return
+            if not self._stopped.done():
+                self._loop.call_soon_threadsafe(self._codex.request_close)
+            self._stopped.result(timeout)
+            self._thread.join(timeout)
+            if self._delivery is not None:
+                self._delivery.join(timeout)

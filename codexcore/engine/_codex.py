@@ -1,0 +1,463 @@
+"""Codex: the engine behind the submission and event queues.
+
+Theory of operation
+-------------------
+A single asyncio task, the dispatcher, takes Submissions off the submission
+queue one at a time. What it does with each is decided by one table, ``PLAN``,
+keyed by the engine's state and the Op's type: an optional abort of the
+running Task, then an action. The state is never stored; it is read off the
+Session (none yet, idle, or running a Task).
+
+A Task runs in an asyncio task of its own, so the dispatcher keeps reading
+Submissions (``interrupt``, approvals) while it works. Its wrapper,
+``_task_main``, guarantees that every ``task_started`` is followed by exactly
+one terminal event under the same id: ``task_complete``, ``turn_aborted`` or
+``error``. Aborting cancels that asyncio task and waits for it to finish, so
+the terminal event of the old Task always precedes anything that follows.
+
+Events are numbered (``seq``) as they enter the bounded event queue. A UI that
+stops reading pauses the engine there: backpressure, not unbounded memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import janus
+
+from .._logging import get_logger
+from ..protocol import (
+    AbortReason,
+    ConfigureSession,
+    ErrorEvent,
+    Event,
+    EventMsg,
+    ExecApproval,
+    InjectInput,
+    Interrupt,
+    Op,
+    PatchApproval,
+    ProtocolError,
+    SessionConfigured,
+    Shutdown,
+    ShutdownComplete,
+    Submission,
+    TaskStarted,
+    TurnAborted,
+    UserInput,
+    decode_submission,
+)
+from ._approvals import TaskAborted
+from ._config import EngineConfig
+from ._history import Item
+from ._requests import InputError, user_message
+from ._session import RunningTask, Session
+from ._task import Task, cancel_and_wait
+from ._tools import ToolRouter
+
+if TYPE_CHECKING:
+    import httpx
+
+log = get_logger(__name__)
+
+
+class EngineClosed(Exception):
+    """The engine has shut down: no more submissions, and the event stream has ended."""
+
+
+@attrs.frozen
+class Rejected:
+    """A submission that could not be decoded, put on the queue so its ``error``
+    event is numbered in order with everything else. Adapters make these."""
+
+    id: str
+    message: str
+    code: str = "bad_submission"
+
+
+def parse_submission(data: bytes | str | dict[str, Any]) -> Submission | Rejected:
+    """Decode one submission from the wire; a bad one becomes a :class:`Rejected`
+    naming the problem, to be queued like any submission so it is answered in order."""
+    try:
+        return decode_submission(data)
+    except ProtocolError as exc:
+        return Rejected(exc.submission_id, exc.message)
+
+
+class SubmissionRejected(Exception):
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.message, self.code = message, code
+
+
+class State(enum.Enum):
+    UNCONFIGURED = "unconfigured"
+    IDLE = "idle"
+    RUNNING = "running"
+
+
+Action = Callable[["Codex", Submission, "list[Item]"], Awaitable[None]]
+
+
+@attrs.frozen
+class Step:
+    abort: AbortReason | None
+    action: Action
+
+
+class Codex:
+    """The agent engine: put Submissions in, read Events out.
+
+    Use it as ``async with Codex(config) as codex``: ``await codex.submit(op)``
+    returns the submission id, and ``async for event in codex.events()`` reads
+    events until ``shutdown_complete``. The queue pair is public
+    (``submission_queue`` and ``event_queue``, bounded janus queues) so
+    adapters can reach it from other threads.
+
+    ``transport`` replaces the HTTP transport of the model client: the
+    official seam for tests (see :mod:`codexcore.testing`).
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self._transport = transport
+        self._session: Session | None = None
+        self._seq = 0
+        self._ids = itertools.count(1)
+        self._submissions: janus.Queue[Submission | Rejected] | None = None
+        self._events: janus.Queue[Event] | None = None
+        self._emit_lock = asyncio.Lock()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._closed = False
+        self._discarding = False
+
+    # --- lifecycle ----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the queues and start the dispatcher on the running loop."""
+        if self._dispatcher is not None:
+            raise RuntimeError("Codex.start() called twice")
+        self._submissions = janus.Queue(self.config.submission_queue_size)
+        self._events = janus.Queue(self.config.event_queue_size)
+        self._dispatcher = asyncio.create_task(self._dispatch_forever(), name="codexcore")
+
+    async def __aenter__(self) -> Codex:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Shut down (if nobody did) and release everything.
+
+        Events nobody has read by then may be discarded, so that closing never
+        waits on a UI that stopped reading. To see ``shutdown_complete``,
+        submit ``Shutdown`` and read until the stream ends before closing.
+        """
+        if self._dispatcher is None:
+            return
+        self.request_close()
+        await self.wait_finished()
+        await self.submission_queue.wait_closed()
+        await self.event_queue.wait_closed()
+
+    def request_close(self) -> None:
+        """Begin shutting down without waiting; call it on the engine's loop."""
+        self._discarding = True
+        # One slot is enough: an emit blocked on a full queue completes, and
+        # from then on emits that find the queue full drop their event.
+        queue = self.event_queue.async_q
+        if queue.full():
+            queue.get_nowait()
+        if self._dispatcher is not None and not self._dispatcher.done():
+            self._dispatcher.cancel()
+
+    async def wait_finished(self) -> None:
+        """Wait until the engine has shut down (after ``shutdown`` or ``request_close``)."""
+        if self._dispatcher is not None:
+            await asyncio.wait({self._dispatcher})
+
+    # --- the queue pair -----------------------------------------------------
+
+    @property
+    def submission_queue(self) -> janus.Queue[Submission | Rejected]:
+        if self._submissions is None:
+            raise RuntimeError("the engine is not started: use `async with Codex()`")
+        return self._submissions
+
+    @property
+    def event_queue(self) -> janus.Queue[Event]:
+        if self._events is None:
+            raise RuntimeError("the engine is not started: use `async with Codex()`")
+        return self._events
+
+    def new_id(self) -> str:
+        """A fresh submission id (``s1``, ``s2`` …) for callers that do not choose one."""
+        return f"s{next(self._ids)}"
+
+    async def submit(self, op: Op, *, id: str | None = None) -> str:
+        """Queue ``op`` and return its submission id (waits while the queue is full)."""
+        sub_id = self.new_id() if id is None else id
+        try:
+            await self.submission_queue.async_q.put(Submission(sub_id, op))
+        except janus.AsyncQueueShutDown:
+            raise EngineClosed("the engine has shut down") from None
+        return sub_id
+
+    async def next_event(self) -> Event:
+        """The next event; raises EngineClosed after the stream has ended."""
+        try:
+            return await self.event_queue.async_q.get()
+        except janus.AsyncQueueShutDown:
+            raise EngineClosed("the event stream has ended") from None
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every event, ending after ``shutdown_complete``."""
+        while True:
+            try:
+                yield await self.next_event()
+            except EngineClosed:
+                return
+
+    # --- dispatch -------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        if self._session is None:
+            return State.UNCONFIGURED
+        return State.RUNNING if self._session.running else State.IDLE
+
+    async def _dispatch_forever(self) -> None:
+        try:
+            while not self._closed:
+                await self._dispatch(await self.submission_queue.async_q.get())
+        except asyncio.CancelledError:
+            # request_close(): shut down exactly as a Shutdown submission would.
+            await self._abort("shutdown")
+            await self._shutdown(Submission("", Shutdown()), [])
+        finally:
+            self.submission_queue.shutdown(immediate=True)
+            self.event_queue.shutdown()
+
+    async def _dispatch(self, item: Submission | Rejected) -> None:
+        if isinstance(item, Rejected):
+            await self._emit(item.id, ErrorEvent(item.message, item.code))
+            return
+        step = PLAN[self.state, type(item.op)]
+        try:
+            # Validate before aborting: a bad user_input must not cost the running Task.
+            task_input = self._task_input(item.op)
+            if step.abort is not None:
+                await self._abort(step.abort)
+            await step.action(self, item, task_input)
+        except SubmissionRejected as exc:
+            await self._emit(item.id, ErrorEvent(exc.message, exc.code))
+        except Exception as exc:  # the engine goes on whatever one submission does
+            log.exception("submission failed", sub_id=item.id, op=type(item.op).__name__)
+            await self._emit(item.id, ErrorEvent(f"internal error: {exc}", "internal"))
+
+    # --- emitting ---------------------------------------------------------------
+
+    async def _emit(self, sub_id: str, msg: EventMsg) -> None:
+        """Number ``msg`` and put it on the event queue, in order, with backpressure."""
+        queue = self.event_queue.async_q
+        if not self._emit_lock.locked():
+            # Fast path: nobody is waiting for room, so order cannot be broken.
+            try:
+                queue.put_nowait(Event(sub_id, self._seq, msg))
+            except janus.AsyncQueueFull:
+                pass
+            else:
+                self._seq += 1
+                return
+        if self._discarding:
+            log.debug("event discarded while closing", type=type(msg).__name__)
+            return
+        async with self._emit_lock:
+            await queue.put(Event(sub_id, self._seq, msg))
+            self._seq += 1
+
+    def _emitter(self, sub_id: str) -> Callable[[EventMsg], Awaitable[None]]:
+        async def emit(msg: EventMsg) -> None:
+            await self._emit(sub_id, msg)
+
+        return emit
+
+    # --- actions --------------------------------------------------------------
+
+    async def _configure(self, sub: Submission, _: list[Item]) -> None:
+        op = sub.op
+        assert isinstance(op, ConfigureSession)
+        base = self._session.config if self._session else self.config.session
+        config = base.overlay(op)
+        if self._session is None:
+            self._session = Session(config, self.config, self._transport)
+        else:
+            await self._session.reconfigure(config)
+        await self._announce_session(sub.id)
+
+    async def _announce_session(self, sub_id: str) -> None:
+        session = self._require_session()
+        c = session.config
+        await self._emit(
+            sub_id,
+            SessionConfigured(
+                session.id,
+                c.model,
+                c.cwd,
+                c.approval_policy,
+                c.sandbox_policy,
+                c.history_mode,
+                c.reasoning_effort,
+                "none",
+                "commands run unconfined: no sandbox is enabled",
+            ),
+        )
+
+    async def _configure_and_start(self, sub: Submission, first_input: list[Item]) -> None:
+        self._session = Session(self.config.session, self.config, self._transport)
+        await self._announce_session(sub.id)
+        await self._start_task(sub, first_input)
+
+    async def _start_task(self, sub: Submission, first_input: list[Item]) -> None:
+        session = self._require_session()
+        if isinstance(sub.op, UserInput) and sub.op.last_response_id is not None:
+            server = session.config.history_mode == "server"
+            session.history.fork(sub.op.last_response_id, allow_external=server)
+        tools = ToolRouter(session.config, self.config, session.approvals, self._emitter(sub.id))
+        task = Task(
+            session_id=session.id,
+            config=session.config,
+            history=session.history,
+            client=session.client(),
+            tools=tools,
+            emit=self._emitter(sub.id),
+            take_injected=session.take_injected,
+        )
+        await self._emit(sub.id, TaskStarted())
+        runner = asyncio.create_task(self._task_main(sub.id, task, first_input))
+        session.running = RunningTask(sub.id, runner)
+
+    def _task_input(self, op: Op) -> list[Item]:
+        """The model input an Op brings (none for most), checked before anything changes."""
+        if not isinstance(op, UserInput | InjectInput):
+            return []
+        try:
+            message = user_message(op.items)
+        except InputError as exc:
+            raise SubmissionRejected(str(exc), "bad_input") from None
+        if isinstance(op, UserInput) and op.last_response_id is not None:
+            session = self._session
+            config = session.config if session else self.config.session
+            known = session is not None and session.history.knows(op.last_response_id)
+            if config.history_mode == "client" and not known:
+                raise SubmissionRejected(
+                    f"last_response_id {op.last_response_id!r} is not a response of this "
+                    "session (client history mode can only fork from its own responses)",
+                    "unknown_response_id",
+                )
+        return [message]
+
+    async def _task_main(self, sub_id: str, task: Task, first_input: list[Item]) -> None:
+        terminal: EventMsg
+        try:
+            terminal = await task.run(first_input)
+        except asyncio.CancelledError:
+            terminal = TurnAborted(self._abort_reason(sub_id))
+        except TaskAborted:
+            terminal = TurnAborted("interrupted")
+        except Exception as exc:
+            terminal = _error_for(exc)
+        session = self._require_session()
+        if session.running is not None and session.running.sub_id == sub_id:
+            session.running = None
+            session.approvals.drop_pending()
+        await self._emit(sub_id, terminal)
+
+    def _abort_reason(self, sub_id: str) -> AbortReason:
+        running = self._session.running if self._session else None
+        return running.abort_reason if running and running.sub_id == sub_id else "interrupted"
+
+    async def _abort(self, reason: AbortReason) -> None:
+        session = self._session
+        if session is None or session.running is None:
+            return
+        session.running.abort_reason = reason
+        session.approvals.drop_pending()
+        await cancel_and_wait(session.running.task)
+
+    async def _inject(self, sub: Submission, task_input: list[Item]) -> None:
+        for item in task_input:
+            self._require_session().inject(item)
+
+    async def _resolve_approval(self, sub: Submission, _: list[Item]) -> None:
+        op = sub.op
+        assert isinstance(op, ExecApproval | PatchApproval)
+        session = self._session
+        if session is None or not session.approvals.resolve(op.id, op.decision):
+            raise SubmissionRejected(
+                f"no approval request with call_id {op.id!r} is waiting", "unknown_call_id"
+            )
+
+    async def _ignore(self, sub: Submission, _: list[Item]) -> None:
+        log.debug("nothing to do", sub_id=sub.id, op=type(sub.op).__name__)
+
+    async def _shutdown(self, sub: Submission, _: list[Item]) -> None:
+        if self._session is not None:
+            await self._session.aclose()
+        self._closed = True
+        await self._emit(sub.id, ShutdownComplete())
+
+    def _require_session(self) -> Session:
+        assert self._session is not None, "PLAN runs this action only with a Session"
+        return self._session
+
+
+def _error_for(exc: Exception) -> ErrorEvent:
+    from ..model import ModelError
+
+    if isinstance(exc, ModelError):
+        return ErrorEvent(exc.message, exc.code)
+    log.exception("task failed", exc_info=exc)
+    return ErrorEvent(f"internal error: {exc}", "internal")
+
+
+_U, _I, _R = State.UNCONFIGURED, State.IDLE, State.RUNNING
+
+PLAN: dict[tuple[State, type[Any]], Step] = {
+    # configure_session: create or reconfigure; a running Task is aborted.
+    (_U, ConfigureSession): Step(None, Codex._configure),
+    (_I, ConfigureSession): Step(None, Codex._configure),
+    (_R, ConfigureSession): Step("reconfigured", Codex._configure),
+    # user_input: start a Task, replacing a running one; no Session yet means defaults.
+    (_U, UserInput): Step(None, Codex._configure_and_start),
+    (_I, UserInput): Step(None, Codex._start_task),
+    (_R, UserInput): Step("replaced", Codex._start_task),
+    # inject_input: feeds the running Task's next request, or starts one.
+    (_U, InjectInput): Step(None, Codex._configure_and_start),
+    (_I, InjectInput): Step(None, Codex._start_task),
+    (_R, InjectInput): Step(None, Codex._inject),
+    # interrupt: stops the running Task; otherwise nothing to stop.
+    (_U, Interrupt): Step(None, Codex._ignore),
+    (_I, Interrupt): Step(None, Codex._ignore),
+    (_R, Interrupt): Step("interrupted", Codex._ignore),
+    # approvals answer a waiting request by call_id; anything else is rejected.
+    **{
+        (s, op): Step(None, Codex._resolve_approval)
+        for s in State
+        for op in (ExecApproval, PatchApproval)
+    },
+    # shutdown: abort, release, say goodbye.
+    **{(s, Shutdown): Step("shutdown", Codex._shutdown) for s in State},
+}

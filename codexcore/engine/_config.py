@@ -1,0 +1,69 @@
+"""The engine's defaults and a Session's effective configuration."""
+
+from __future__ import annotations
+
+import os
+
+import attrs
+
+from ..protocol import (
+    ApprovalPolicy,
+    ConfigureSession,
+    HistoryMode,
+    ReasoningEffort,
+    SandboxPolicy,
+)
+
+DEFAULT_MODEL = "gpt-5-codex"
+DEFAULT_INSTRUCTIONS = (
+    "You are a coding agent working in the user's workspace. Use the shell tool to "
+    "inspect and change files, keep the user informed in short messages, and finish "
+    "with a brief summary of what you did."
+)
+
+
+@attrs.frozen
+class SessionConfig:
+    """What a Session runs with: the engine defaults overlaid by ``configure_session``."""
+
+    model: str = DEFAULT_MODEL
+    instructions: str = DEFAULT_INSTRUCTIONS
+    cwd: str = attrs.field(factory=os.getcwd)
+    approval_policy: ApprovalPolicy = "on-request"
+    sandbox_policy: SandboxPolicy = attrs.field(factory=SandboxPolicy)
+    history_mode: HistoryMode = "server"
+    reasoning_effort: ReasoningEffort | None = None
+    base_url: str | None = None
+
+    def overlay(self, op: ConfigureSession) -> SessionConfig:
+        """This configuration with every field that ``op`` sets replaced."""
+        changes = {
+            field.name: getattr(op, field.name)
+            for field in attrs.fields(ConfigureSession)
+            if getattr(op, field.name) is not None
+        }
+        if "cwd" in changes:
+            changes["cwd"] = os.path.abspath(changes["cwd"])
+        return attrs.evolve(self, **changes)
+
+
+@attrs.frozen
+class EngineConfig:
+    """How a :class:`~codexcore.Codex` engine behaves.
+
+    ``session`` holds the defaults a Session starts from. ``api_key`` falls
+    back to ``OPENAI_API_KEY`` and ``session.base_url`` to ``OPENAI_BASE_URL``
+    (read when the model client is made, never logged). The queues are
+    bounded: a UI that does not read events eventually pauses the engine
+    rather than growing its memory.
+    """
+
+    session: SessionConfig = attrs.field(factory=SessionConfig)
+    api_key: str | None = attrs.field(default=None, repr=False)
+    max_attempts: int = 5
+    retry_base_delay: float = 0.2
+    stream_idle_timeout: float = 300.0
+    submission_queue_size: int = 64
+    event_queue_size: int = 1024
+    exec_timeout_ms: int = 120_000
+    exec_output_limit: int = 10_000

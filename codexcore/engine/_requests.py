@@ -1,0 +1,128 @@
+"""Building Responses-API request bodies and reading output items.
+
+Plain functions from values to values, so what the model is sent can be
+tested without a model.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..protocol import ImageInput, InputItem, LocalImageInput, TextInput
+from ._config import SessionConfig
+from ._history import History, Item
+
+SHELL_TOOL: dict[str, Any] = {
+    "type": "function",
+    "name": "shell",
+    "description": "Runs a command (an argv list, no shell unless you call one) and returns "
+    "its output and exit code.",
+    "strict": False,
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The command and its arguments.",
+            },
+            "workdir": {"type": "string", "description": "The directory to run it in."},
+            "timeout_ms": {"type": "number", "description": "Kill it after this long."},
+            "with_escalated_permissions": {
+                "type": "boolean",
+                "description": "Ask the user to run it without the sandbox.",
+            },
+            "justification": {
+                "type": "string",
+                "description": "Why escalation is needed, shown to the user.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+}
+
+
+class InputError(ValueError):
+    """User input that cannot be turned into a model request (e.g. a missing image)."""
+
+
+def user_message(items: Sequence[InputItem]) -> Item:
+    """The Responses ``message`` item for the user's input items."""
+    return {"type": "message", "role": "user", "content": [_content(i) for i in items]}
+
+
+def _content(item: InputItem) -> dict[str, Any]:
+    if isinstance(item, TextInput):
+        return {"type": "input_text", "text": item.text}
+    if isinstance(item, ImageInput):
+        return {"type": "input_image", "image_url": item.image_url}
+    return {"type": "input_image", "image_url": _data_url(item)}
+
+
+def _data_url(item: LocalImageInput) -> str:
+    path = Path(item.path)
+    mime, _ = mimetypes.guess_type(path.name)
+    if mime is None or not mime.startswith("image/"):
+        raise InputError(f"local_image {item.path}: not an image file type")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"local_image {item.path}: {exc.strerror or exc}") from None
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def build_request(
+    config: SessionConfig,
+    history: History,
+    new_items: Sequence[Item],
+    tools: Sequence[dict[str, Any]],
+    *,
+    session_id: str,
+) -> dict[str, Any]:
+    """The body of one POST /responses for the next Turn.
+
+    ``server`` mode stores responses and sends only what the provider has
+    not seen; ``client`` mode stores nothing and resends the whole history.
+    """
+    store = config.history_mode == "server"
+    body: dict[str, Any] = {
+        "model": config.model,
+        "instructions": config.instructions,
+        "tools": list(tools),
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "store": store,
+        "stream": True,
+        "prompt_cache_key": session_id,
+    }
+    if store:
+        body["input"] = [*history.unsent_items(), *new_items]
+        if history.last_response_id is not None:
+            body["previous_response_id"] = history.last_response_id
+    else:
+        body["input"] = [*history.items(), *new_items]
+        body["include"] = ["reasoning.encrypted_content"]
+    if config.reasoning_effort is not None:
+        body["reasoning"] = {"effort": config.reasoning_effort, "summary": "auto"}
+    return body
+
+
+def message_text(item: Item) -> str:
+    """The text of an assistant ``message`` output item."""
+    parts = item.get("content") or []
+    return "".join(p.get("text", "") for p in parts if p.get("type") == "output_text")
+
+
+def reasoning_text(item: Item) -> str:
+    """The summary text of a ``reasoning`` output item."""
+    parts = item.get("summary") or []
+    return "\n\n".join(p.get("text", "") for p in parts if p.get("text"))
+
+
+def function_output(call_id: str, output: str) -> Item:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}

@@ -1,0 +1,151 @@
+"""A Task: Turns against the model until a response calls no tool.
+
+Each Turn sends one request, streams the response (deltas become events as
+they arrive), records the response in the History under its ``response_id``,
+runs the function calls it holds, and reports ``turn_complete``. The outputs
+of one Turn are the input of the next; a Turn with nothing to feed back ends
+the Task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from ..model import (
+    Completed,
+    ModelClient,
+    OutputItemDone,
+    OutputTextDelta,
+    ReasoningSummaryDelta,
+    RetryScheduled,
+)
+from ..protocol import (
+    AgentMessage,
+    AgentMessageDelta,
+    AgentReasoning,
+    AgentReasoningDelta,
+    EventMsg,
+    StreamError,
+    TaskComplete,
+    TokenCount,
+    TurnComplete,
+)
+from ._config import SessionConfig
+from ._history import History, Item
+from ._requests import SHELL_TOOL, build_request, function_output, message_text, reasoning_text
+from ._tools import ToolRouter
+
+Emit = Callable[[EventMsg], Awaitable[None]]
+ABORTED_OUTPUT = "aborted: the user interrupted before this call ran"
+
+
+@attrs.frozen
+class TurnResult:
+    response_id: str | None
+    called_tools: bool
+    last_message: str | None
+
+
+class Task:
+    """Runs one Task for a Session; ``run`` returns its ``task_complete``.
+
+    Cancelling the asyncio task that awaits ``run`` stops it anywhere: the
+    HTTP stream is closed, a running command's process group is killed, and
+    calls the model made but that never ran are answered as aborted in the
+    History so the next request is well formed.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        config: SessionConfig,
+        history: History,
+        client: ModelClient,
+        tools: ToolRouter,
+        emit: Emit,
+        take_injected: Callable[[], list[Item]],
+    ) -> None:
+        self._session_id = session_id
+        self._config = config
+        self._history = history
+        self._client = client
+        self._tools = tools
+        self._emit = emit
+        self._take_injected = take_injected
+
+    async def run(self, first_input: list[Item]) -> TaskComplete:
+        new_items = first_input
+        last_message: str | None = None
+        while True:
+            turn = await self._turn([*new_items, *self._take_injected()])
+            last_message = turn.last_message or last_message
+            new_items = self._take_injected()
+            if not (turn.called_tools or new_items):
+                return TaskComplete(last_message, turn.response_id)
+
+    async def _turn(self, new_items: list[Item]) -> TurnResult:
+        body = build_request(
+            self._config, self._history, new_items, [SHELL_TOOL], session_id=self._session_id
+        )
+        response_id, output = await self._stream(body)
+        self._history.record([*new_items, *output], response_id)
+        calls = [item for item in output if item.get("type") == "function_call"]
+        if calls:
+            await self._run_calls(calls, response_id)
+        await self._emit(TurnComplete(response_id))
+        messages = [message_text(i) for i in output if i.get("type") == "message"]
+        return TurnResult(response_id, bool(calls), messages[-1] if messages else None)
+
+    async def _stream(self, body: dict[str, Any]) -> tuple[str | None, list[Item]]:
+        """Stream one response; returns its id and its completed output items."""
+        output: list[Item] = []
+        response_id = None
+        async for event in self._client.stream(body):
+            if isinstance(event, OutputTextDelta):
+                await self._emit(AgentMessageDelta(event.delta))
+            elif isinstance(event, ReasoningSummaryDelta):
+                await self._emit(AgentReasoningDelta(event.delta))
+            elif isinstance(event, OutputItemDone):
+                output.append(event.item)
+                await self._announce(event.item)
+            elif isinstance(event, Completed):
+                response_id = event.response_id
+                if event.usage is not None:
+                    await self._emit(TokenCount(**attrs.asdict(event.usage)))
+            elif isinstance(event, RetryScheduled):
+                output.clear()  # the retried response starts over
+                await self._emit(StreamError(event.reason, event.attempt, event.max_attempts))
+        return response_id, output
+
+    async def _announce(self, item: Item) -> None:
+        kind = item.get("type")
+        if kind == "message":
+            await self._emit(AgentMessage(message_text(item)))
+        elif kind == "reasoning" and (text := reasoning_text(item)):
+            await self._emit(AgentReasoning(text))
+
+    async def _run_calls(self, calls: list[Item], response_id: str | None) -> None:
+        """Run the calls in order; their outputs go into the History either way.
+
+        Interrupted mid-way, the calls that never ran are answered as aborted,
+        so the next request is a valid conversation, and the stop goes on.
+        """
+        outputs: list[Item] = []
+        try:
+            for call in calls:
+                outputs.append(await self._tools.call(call))
+        finally:
+            for call in calls[len(outputs) :]:
+                outputs.append(function_output(str(call.get("call_id")), ABORTED_OUTPUT))
+            self._history.record_tool_outputs(outputs, response_id)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it has really finished."""
+    task.cancel()
+    await asyncio.wait({task})

@@ -1,0 +1,562 @@
+"""The engine against a scripted Responses API: the seed's flows and every rule around them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codexcore import Codex, Rejected
+from codexcore import protocol as p
+from codexcore.protocol import (
+    ConfigureSession,
+    ExecApproval,
+    InjectInput,
+    Interrupt,
+    LocalImageInput,
+    SandboxPolicy,
+    Shutdown,
+    TextInput,
+    UserInput,
+)
+from codexcore.testing import (
+    ScriptedModel,
+    function_call_response,
+    http_error,
+    idle,
+    shell_call,
+    text_response,
+    truncated,
+)
+
+from .engine_helpers import Recorder, engine_config, running_engine
+
+pytestmark = pytest.mark.anyio
+
+PY = sys.executable
+
+
+def say(text: str) -> UserInput:
+    return UserInput((TextInput(text),))
+
+
+def outputs_sent(request: dict[str, Any]) -> dict[str, str]:
+    """call_id -> output of the function_call_output items a request carries."""
+    return {
+        i["call_id"]: i["output"]
+        for i in request["input"]
+        if i.get("type") == "function_call_output"
+    }
+
+
+# --- the seed's two diagrams ------------------------------------------------------
+
+
+async def test_basic_ui_flow(tmp_path: Path) -> None:
+    """Configure, input, an approved command, then the final message (seed diagram 1)."""
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", "print('hello')"], call_id="c1", response_id="resp_1"),
+            text_response("All done.", response_id="resp_2"),
+        ]
+    )
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(ConfigureSession(approval_policy="untrusted"), id="cfg")
+        configured = await ui.until(p.SessionConfigured)
+        assert configured.id == "cfg"
+        assert configured.msg.approval_policy == "untrusted"
+        assert configured.msg.cwd == str(tmp_path)
+
+        await ui.submit(say("run it"), id="u1")
+        request = await ui.until(p.ExecApprovalRequest)
+        assert request.id == "u1"
+        assert request.msg.command == (PY, "-c", "print('hello')")
+        await ui.submit(ExecApproval("c1", "approved"))
+        done = await ui.until(p.TaskComplete)
+
+    assert ui.types(id="u1") == [
+        "task_started",
+        "exec_approval_request",
+        "exec_command_begin",
+        "exec_command_end",
+        "turn_complete",
+        "agent_message",
+        "turn_complete",
+        "task_complete",
+    ]
+    end = ui.of(p.ExecCommandEnd)[0]
+    assert (end.exit_code, end.stdout, end.status) == (0, "hello\n", "completed")
+    assert b"".join(d.chunk for d in ui.of(p.ExecCommandOutputDelta)) == b"hello\n"
+    assert [t.response_id for t in ui.of(p.TurnComplete)] == ["resp_1", "resp_2"]
+    assert (done.msg.last_agent_message, done.msg.response_id) == ("All done.", "resp_2")
+    assert "".join(d.delta for d in ui.of(p.AgentMessageDelta)) == "All done."
+    # The second request continues the first and carries the command's output.
+    second = model.requests[1]
+    assert second["previous_response_id"] == "resp_1"
+    assert json.loads(outputs_sent(second)["c1"])["output"] == "hello\n"
+
+
+async def test_task_interrupt_and_continue_from_bookmark(tmp_path: Path) -> None:
+    """Interrupt a running command, then fork from the Task's bookmark (seed diagram 2)."""
+    stubborn = [
+        PY,
+        "-c",
+        "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)",
+    ]
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", "print(1)"], call_id="c1", response_id="resp_1"),
+            shell_call(stubborn, call_id="c2", response_id="resp_2"),
+            shell_call([PY, "-c", "print(3)"], call_id="c3", response_id="resp_3"),
+            text_response("Continued.", response_id="resp_4"),
+        ]
+    )
+    async with running_engine(model, tmp_path, approval_policy="never") as ui:
+        await ui.submit(say("first"), id="t1")
+        bookmark = (await ui.until(p.TurnComplete)).msg.response_id
+        await ui.until(p.ExecCommandOutputDelta)  # the stubborn command is running
+        started = time.monotonic()
+        await ui.submit(Interrupt())
+        aborted = await ui.until(p.TurnAborted)
+        assert time.monotonic() - started < 1.0
+        assert (aborted.id, aborted.msg.reason) == ("t1", "interrupted")
+
+        await ui.submit(UserInput((TextInput("go on"),), last_response_id=bookmark), id="t2")
+        done = await ui.until(p.TaskComplete)
+        assert done.id == "t2"
+
+    assert bookmark == "resp_1"
+    fork = model.requests[2]
+    assert fork["previous_response_id"] == "resp_1"
+    # The fork resends resp_1's answered call so the conversation stays valid.
+    assert list(outputs_sent(fork)) == ["c1"]
+    assert fork["input"][-1]["content"] == [{"type": "input_text", "text": "go on"}]
+    assert ui.types(id="t2") == [
+        "task_started",
+        "exec_command_begin",
+        "exec_command_end",
+        "turn_complete",
+        "agent_message",
+        "turn_complete",
+        "task_complete",
+    ]
+
+
+# --- approvals -----------------------------------------------------------------------
+
+
+async def test_denied_command_goes_back_to_the_model(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", "open('x','w')"], call_id="c1"),
+            text_response("Understood, I won't."),
+        ]
+    )
+    async with running_engine(model, tmp_path, approval_policy="untrusted") as ui:
+        await ui.submit(say("write x"))
+        await ui.until(p.ExecApprovalRequest)
+        await ui.submit(ExecApproval("c1", "denied"))
+        await ui.until(p.TaskComplete)
+    assert "exec_command_begin" not in ui.types()
+    assert not (tmp_path / "x").exists()
+    assert "denied" in outputs_sent(model.requests[1])["c1"]
+
+
+async def test_approved_for_session_is_remembered(tmp_path: Path) -> None:
+    argv = [PY, "-c", "print('again')"]
+    model = ScriptedModel(
+        [
+            shell_call(argv, call_id="c1"),
+            shell_call(argv, call_id="c2"),
+            shell_call([PY, "-c", "print('other')"], call_id="c3"),
+            text_response("ok"),
+        ]
+    )
+    async with running_engine(model, tmp_path, approval_policy="untrusted") as ui:
+        await ui.submit(say("go"))
+        await ui.until(p.ExecApprovalRequest)
+        await ui.submit(ExecApproval("c1", "approved_for_session"))
+        other = await ui.until(p.ExecApprovalRequest)
+        assert other.msg.call_id == "c3"  # c2, the same argv in the same cwd, did not ask
+        await ui.submit(ExecApproval("c3", "approved"))
+        await ui.until(p.TaskComplete)
+    assert [e.call_id for e in ui.of(p.ExecCommandEnd)] == ["c1", "c2", "c3"]
+
+
+async def test_abort_decision_ends_the_task_like_interrupt(tmp_path: Path) -> None:
+    model = ScriptedModel([shell_call([PY, "-c", "pass"], call_id="c1"), text_response("next")])
+    async with running_engine(model, tmp_path, approval_policy="untrusted") as ui:
+        await ui.submit(say("go"), id="t1")
+        await ui.until(p.ExecApprovalRequest)
+        await ui.submit(ExecApproval("c1", "abort"))
+        aborted = await ui.until(p.TurnAborted)
+        assert aborted.msg.reason == "interrupted"
+        # The session goes on: the next input works and answers the aborted call.
+        await ui.submit(say("again"), id="t2")
+        await ui.until(p.TaskComplete, id="t2")
+    assert "aborted" in outputs_sent(model.requests[1])["c1"]
+
+
+async def test_known_safe_commands_skip_approval_under_untrusted(tmp_path: Path) -> None:
+    model = ScriptedModel([shell_call(["ls"], call_id="c1"), text_response("listed")])
+    (tmp_path / "visible.txt").write_text("")
+    async with running_engine(model, tmp_path, approval_policy="untrusted") as ui:
+        await ui.submit(say("list"))
+        await ui.until(p.TaskComplete)
+    assert "exec_approval_request" not in ui.types()
+    assert "visible.txt" in ui.of(p.ExecCommandEnd)[0].stdout
+
+
+async def test_on_request_asks_only_for_escalation(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", "pass"], call_id="c1"),
+            shell_call(
+                [PY, "-c", "pass"],
+                call_id="c2",
+                with_escalated_permissions=True,
+                justification="needs the network",
+            ),
+            text_response("ok"),
+        ]
+    )
+    async with running_engine(model, tmp_path, approval_policy="on-request") as ui:
+        await ui.submit(say("go"))
+        request = await ui.until(p.ExecApprovalRequest)
+        assert (request.msg.call_id, request.msg.reason) == ("c2", "needs the network")
+        await ui.submit(ExecApproval("c2", "approved"))
+        await ui.until(p.TaskComplete)
+
+
+# --- tools the model gets wrong ----------------------------------------------------------
+
+
+async def test_unknown_tool_and_bad_arguments_go_back_to_the_model(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            function_call_response("teleport", {"to": "mars"}, call_id="c1"),
+            function_call_response("shell", "{not json", call_id="c2"),
+            function_call_response("shell", {"command": "ls -l"}, call_id="c3"),
+            text_response("sorry"),
+        ]
+    )
+    async with running_engine(model, tmp_path, approval_policy="never") as ui:
+        await ui.submit(say("go"))
+        await ui.until(p.TaskComplete)
+    assert "unknown tool 'teleport'" in outputs_sent(model.requests[1])["c1"]
+    assert "not valid JSON" in outputs_sent(model.requests[2])["c2"]
+    assert "array of strings" in outputs_sent(model.requests[3])["c3"]
+
+
+async def test_command_timeout_reports_124(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", "import time; time.sleep(30)"], call_id="c1", timeout_ms=300),
+            text_response("too slow"),
+        ]
+    )
+    async with running_engine(model, tmp_path, approval_policy="never") as ui:
+        await ui.submit(say("go"))
+        await ui.until(p.TaskComplete)
+    end = ui.of(p.ExecCommandEnd)[0]
+    assert (end.exit_code, end.status) == (124, "timed_out")
+
+
+# --- the model stream: retries and failures --------------------------------------------
+
+
+async def test_server_error_is_retried(tmp_path: Path) -> None:
+    model = ScriptedModel([http_error(500, {"error": {"message": "boom"}}), text_response("hi")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("go"))
+        await ui.until(p.TaskComplete)
+    retry = ui.of(p.StreamError)[0]
+    assert (retry.attempt, retry.max_attempts) == (1, 5)
+    assert "500" in retry.message
+
+
+async def test_rate_limit_honours_retry_after(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            http_error(429, {"error": {"message": "slow down"}}, headers={"Retry-After": "0.3"}),
+            text_response("hi"),
+        ]
+    )
+    async with running_engine(model, tmp_path) as ui:
+        started = time.monotonic()
+        await ui.submit(say("go"))
+        await ui.until(p.TaskComplete)
+    assert time.monotonic() - started >= 0.3
+    assert len(ui.of(p.StreamError)) == 1
+
+
+async def test_stream_closed_early_is_retried(tmp_path: Path) -> None:
+    model = ScriptedModel([truncated(text_response("par")), text_response("whole")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("go"))
+        done = await ui.until(p.TaskComplete)
+    assert done.msg.last_agent_message == "whole"
+    assert len(ui.of(p.StreamError)) == 1
+
+
+async def test_idle_stream_is_retried(tmp_path: Path) -> None:
+    model = ScriptedModel([idle(text_response("stalled")), text_response("fresh")])
+    config = engine_config(tmp_path)
+    config = type(config)(session=config.session, retry_base_delay=0.01, stream_idle_timeout=0.3)
+    async with Codex(config, transport=model.mock_transport()) as codex:
+        ui = Recorder(codex)
+        await ui.submit(say("go"))
+        done = await ui.until(p.TaskComplete)
+    assert done.msg.last_agent_message == "fresh"
+    assert len(ui.of(p.StreamError)) == 1
+
+
+async def test_exhausted_retries_end_the_task_with_error(tmp_path: Path) -> None:
+    model = ScriptedModel([http_error(503, "unavailable")] * 5)
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("go"), id="t1")
+        error = await ui.until(p.ErrorEvent)
+        assert (error.id, error.msg.code) == ("t1", "retries_exhausted")
+        assert [s.attempt for s in ui.of(p.StreamError)] == [1, 2, 3, 4]
+
+
+async def test_unauthorized_fails_at_once_with_the_servers_message(tmp_path: Path) -> None:
+    model = ScriptedModel([http_error(401, {"error": {"message": "Incorrect API key"}})])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("go"), id="t1")
+        error = await ui.until(p.ErrorEvent)
+        assert error.msg.code == "unauthorized"
+        assert "Incorrect API key" in error.msg.message
+        assert ui.of(p.StreamError) == []
+        # After a terminal event the next user_input works.
+        await ui.submit(say("again"), id="t2")
+        await ui.until(p.ErrorEvent, id="t2")  # the script has nothing left: a 500, retried, fails
+
+
+# --- history modes and forks -------------------------------------------------------------
+
+
+async def test_client_history_mode_resends_everything(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            text_response("one", response_id="r1"),
+            text_response("two", response_id="r2"),
+            text_response("fork", response_id="r3"),
+        ]
+    )
+    async with running_engine(model, tmp_path, history_mode="client") as ui:
+        await ui.submit(say("first"), id="a")
+        await ui.until(p.TaskComplete, id="a")
+        await ui.submit(say("second"), id="b")
+        await ui.until(p.TaskComplete, id="b")
+        await ui.submit(UserInput((TextInput("instead"),), last_response_id="r1"), id="c")
+        await ui.until(p.TaskComplete, id="c")
+
+    def texts(request: dict[str, Any]) -> list[str]:
+        return [c.get("text") for i in request["input"] for c in i.get("content", [])]
+
+    assert all(r["store"] is False and "previous_response_id" not in r for r in model.requests)
+    assert texts(model.requests[1]) == ["first", "one", "second"]
+    assert texts(model.requests[2]) == ["first", "one", "instead"]
+
+
+async def test_server_history_mode_chains_and_forks(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            text_response("one", response_id="r1"),
+            text_response("two", response_id="r2"),
+            text_response("fork", response_id="r3"),
+            text_response("far", response_id="r4"),
+        ]
+    )
+    async with running_engine(model, tmp_path, history_mode="server") as ui:
+        for sub_id, op in [
+            ("a", say("first")),
+            ("b", say("second")),
+            ("c", UserInput((TextInput("instead"),), last_response_id="r1")),
+            ("d", UserInput((TextInput("elsewhere"),), last_response_id="resp_from_before")),
+        ]:
+            await ui.submit(op, id=sub_id)
+            await ui.until(p.TaskComplete, id=sub_id)
+    assert [r.get("previous_response_id") for r in model.requests] == [
+        None,
+        "r1",
+        "r1",
+        "resp_from_before",
+    ]
+    assert all(r["store"] is True and len(r["input"]) == 1 for r in model.requests)
+
+
+async def test_client_mode_rejects_an_unknown_bookmark_without_harm(tmp_path: Path) -> None:
+    model = ScriptedModel([text_response("one")])
+    async with running_engine(model, tmp_path, history_mode="client") as ui:
+        await ui.submit(UserInput((TextInput("x"),), last_response_id="nope"), id="bad")
+        error = await ui.until(p.ErrorEvent)
+        assert (error.id, error.msg.code) == ("bad", "unknown_response_id")
+        await ui.submit(say("fine"), id="ok")
+        await ui.until(p.TaskComplete, id="ok")
+    assert "task_started" not in ui.types(id="bad")
+
+
+# --- replacing, reconfiguring, injecting ---------------------------------------------------
+
+
+async def test_user_input_replaces_a_running_task(tmp_path: Path) -> None:
+    model = ScriptedModel([idle(text_response("slow")), text_response("fast")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("one"), id="t1")
+        await ui.until(p.AgentMessageDelta)
+        await ui.submit(say("two"), id="t2")
+        await ui.until(p.TaskComplete, id="t2")
+    assert ui.types() == [
+        "session_configured",
+        "task_started",
+        "turn_aborted",
+        "task_started",
+        "agent_message",
+        "turn_complete",
+        "task_complete",
+    ]
+    assert ui.of(p.TurnAborted)[0].reason == "replaced"
+
+
+async def test_reconfigure_aborts_the_running_task(tmp_path: Path) -> None:
+    model = ScriptedModel([idle(text_response("slow"))])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("one"), id="t1")
+        await ui.until(p.AgentMessageDelta)
+        await ui.submit(ConfigureSession(model="other-model"), id="cfg")
+        configured = await ui.until(p.SessionConfigured, id="cfg")
+    assert configured.msg.model == "other-model"
+    aborted = ui.of(p.TurnAborted)
+    assert [a.reason for a in aborted] == ["reconfigured"]
+    # The session, its id and its cwd survive reconfiguration.
+    first, second = ui.of(p.SessionConfigured)
+    assert (first.session_id, first.cwd) == (second.session_id, second.cwd)
+
+
+async def test_injected_input_joins_the_next_request(tmp_path: Path) -> None:
+    gate = [PY, "-c", "import time; print('working', flush=True); time.sleep(0.5)"]
+    model = ScriptedModel([shell_call(gate, call_id="c1"), text_response("saw it")])
+    async with running_engine(model, tmp_path, approval_policy="never") as ui:
+        await ui.submit(say("start"), id="t1")
+        await ui.until(p.ExecCommandOutputDelta)
+        await ui.submit(InjectInput((TextInput("also check README"),)), id="inj")
+        await ui.until(p.TaskComplete, id="t1")
+    second = model.requests[1]
+    assert second["input"][-1]["content"] == [{"type": "input_text", "text": "also check README"}]
+    assert ui.types(id="inj") == []
+
+
+async def test_inject_when_idle_starts_a_task(tmp_path: Path) -> None:
+    model = ScriptedModel([text_response("hello")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(InjectInput((TextInput("hi"),)), id="i1")
+        await ui.until(p.TaskComplete, id="i1")
+
+
+async def test_local_image_is_sent_inline_and_a_missing_one_is_rejected(tmp_path: Path) -> None:
+    image = tmp_path / "dot.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    model = ScriptedModel([text_response("a dot")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(UserInput((LocalImageInput(str(tmp_path / "gone.png")),)), id="bad")
+        error = await ui.until(p.ErrorEvent, id="bad")
+        assert error.msg.code == "bad_input"
+        assert "gone.png" in error.msg.message
+        await ui.submit(UserInput((LocalImageInput(str(image)),)), id="ok")
+        await ui.until(p.TaskComplete, id="ok")
+    content = model.requests[0]["input"][0]["content"][0]
+    assert content["image_url"].startswith("data:image/png;base64,")
+
+
+# --- bad submissions and shutdown ------------------------------------------------------------
+
+
+async def test_bad_submissions_get_errors_and_the_session_goes_on(tmp_path: Path) -> None:
+    model = ScriptedModel([text_response("still here")])
+    async with running_engine(model, tmp_path) as ui:
+        queue = ui.codex.submission_queue.async_q
+        await queue.put(Rejected("", "invalid JSON: unexpected end of data"))
+        await queue.put(Rejected("s9", "op.type: unknown Op type 'dance'"))
+        await ui.submit(ExecApproval("no-such-call", "approved"), id="appr")
+        first = await ui.until(p.ErrorEvent)
+        assert (first.id, first.msg.code) == ("", "bad_submission")
+        second = await ui.until(p.ErrorEvent)
+        assert second.id == "s9"
+        assert "dance" in second.msg.message
+        third = await ui.until(p.ErrorEvent)
+        assert (third.id, third.msg.code) == ("appr", "unknown_call_id")
+        await ui.submit(say("ok?"), id="t")
+        await ui.until(p.TaskComplete, id="t")
+
+
+def _children() -> set[int]:
+    me = str(os.getpid())
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                found.add(int(entry))
+    return found
+
+
+async def test_shutdown_during_a_command_leaves_nothing_behind(tmp_path: Path) -> None:
+    before_tasks = asyncio.all_tasks()
+    model = ScriptedModel(
+        [
+            shell_call(
+                [PY, "-c", "import time; print('x', flush=True); time.sleep(60)"], call_id="c1"
+            )
+        ]
+    )
+    async with Codex(
+        engine_config(tmp_path, approval_policy="never"), transport=model.mock_transport()
+    ) as codex:
+        ui = Recorder(codex)
+        await ui.submit(say("go"), id="t1")
+        await ui.until(p.ExecCommandOutputDelta)
+        assert _children(), "the command should be running"
+        await ui.submit(Shutdown(), id="bye")
+        await ui.drain()
+    assert ui.types()[-2:] == ["turn_aborted", "shutdown_complete"]
+    assert ui.of(p.TurnAborted)[0].reason == "shutdown"
+    assert _children() == set()
+    assert asyncio.all_tasks() == before_tasks
+    ui.check_invariants()
+    with pytest.raises(Exception, match="shut down"):
+        await codex.submit(say("too late"))
+
+
+async def test_closing_without_reading_does_not_hang(tmp_path: Path) -> None:
+    """A UI that stops reading blocks the engine (backpressure); closing still works."""
+    model = ScriptedModel([text_response("x" * 5000, chunks=2000)])
+    config = engine_config(tmp_path)
+    config = type(config)(session=config.session, event_queue_size=8)
+    async with asyncio.timeout(5):
+        async with Codex(config, transport=model.mock_transport()) as codex:
+            await codex.submit(say("flood"))
+            # Filling the queue has no event of its own: poll the condition.
+            while not codex.event_queue.async_q.full():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    assert _children() == set()
+
+
+async def test_sandbox_policy_is_reported(tmp_path: Path) -> None:
+    model = ScriptedModel([])
+    async with running_engine(model, tmp_path) as ui:
+        policy = SandboxPolicy("read-only")
+        await ui.submit(ConfigureSession(sandbox_policy=policy))
+        configured = await ui.until(p.SessionConfigured)
+    assert configured.msg.sandbox_policy == policy
