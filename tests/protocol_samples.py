@@ -63,5 +63,6 @@ EVENT_MSGS: list[Any] = [
     p.StreamError("server error 500; retrying", 1, 5),
     p.ErrorEvent("interrupted by the model provider", "retries_exhausted"),
     p.TurnAborted("interrupted"),
+    p.SubmissionAck("sub-1", False),
     p.ShutdownComplete(),
 ]

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from codexcore import Codex, Rejected
@@ -560,3 +561,39 @@ async def test_sandbox_policy_is_reported(tmp_path: Path) -> None:
         await ui.submit(ConfigureSession(sandbox_policy=policy))
         configured = await ui.until(p.SessionConfigured)
     assert configured.msg.sandbox_policy == policy
+
+
+# --- acknowledgements and duplicates ------------------------------------------------------
+
+
+async def test_acknowledged_submissions_run_once(tmp_path: Path) -> None:
+    model = ScriptedModel([text_response("once")])
+    config = attrs.evolve(engine_config(tmp_path), acknowledge_submissions=True)
+    async with Codex(config, transport=model.mock_transport()) as codex:
+        ui = Recorder(codex)
+        await ui.submit(say("go"), id="u1")
+        await ui.submit(say("go"), id="u1")  # a client's resend after a reconnect
+        await ui.until(p.TaskComplete, id="u1")
+        await ui.submit(Shutdown(), id="bye")
+        await ui.drain()
+    assert ui.of(p.SubmissionAck)[:2] == [p.SubmissionAck("u1", False), p.SubmissionAck("u1", True)]
+    assert ui.types(id="u1").count("task_started") == 1
+    assert len(model.requests) == 1
+    ui.check_invariants()
+
+
+def test_seen_ids_expire_after_the_ttl() -> None:
+    from codexcore.engine._dedupe import SeenIds
+
+    now = [0.0]
+    seen = SeenIds(ttl=10, clock=lambda: now[0])
+    assert seen.accept("a")
+    assert not seen.accept("a")
+    now[0] = 5
+    assert seen.accept("b")
+    now[0] = 10.5
+    assert seen.accept("a")  # expired, so accepted again
+    assert not seen.accept("b")
+    now[0] = 100
+    seen.accept("c")
+    assert len(seen) == 1

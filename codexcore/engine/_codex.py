@@ -47,6 +47,7 @@ from ..protocol import (
     Shutdown,
     ShutdownComplete,
     Submission,
+    SubmissionAck,
     TaskStarted,
     TurnAborted,
     UserInput,
@@ -54,6 +55,7 @@ from ..protocol import (
 )
 from ._approvals import TaskAborted
 from ._config import EngineConfig
+from ._dedupe import SeenIds
 from ._history import Item
 from ._requests import InputError, user_message
 from ._session import RunningTask, Session
@@ -140,6 +142,8 @@ class Codex:
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
         self._discarding = False
+        acks = self.config.acknowledge_submissions
+        self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -254,6 +258,11 @@ class Codex:
         if isinstance(item, Rejected):
             await self._emit(item.id, ErrorEvent(item.message, item.code))
             return
+        if self._seen is not None:
+            fresh = self._seen.accept(item.id)
+            await self._emit(item.id, SubmissionAck(item.id, duplicate=not fresh))
+            if not fresh:
+                return
         step = PLAN[self.state, type(item.op)]
         try:
             # Validate before aborting: a bad user_input must not cost the running Task.

@@ -56,6 +56,11 @@ class EngineConfig:
     (read when the model client is made, never logged). The queues are
     bounded: a UI that does not read events eventually pauses the engine
     rather than growing its memory.
+
+    With ``acknowledge_submissions`` every accepted submission is answered by
+    ``submission_ack``, and an id accepted within ``duplicate_ttl`` seconds is
+    acknowledged as a duplicate and not run again: what makes a client's
+    resend after a reconnect safe.
     """
 
     session: SessionConfig = attrs.field(factory=SessionConfig)
@@ -67,3 +72,5 @@ class EngineConfig:
     event_queue_size: int = 1024
     exec_timeout_ms: int = 120_000
     exec_output_limit: int = 10_000
+    acknowledge_submissions: bool = False
+    duplicate_ttl: float = 600.0

@@ -239,6 +239,20 @@ class TurnAborted(Tagged):
     reason: AbortReason
 
 
+@EVENT_MSGS.register("submission_ack")
+@attrs.frozen
+class SubmissionAck(Tagged):
+    """The submission ``id`` was accepted; ``duplicate`` when it had been before.
+
+    Sent only by engines that acknowledge submissions (the socket and stdio
+    servers turn this on): a client may resend anything not acknowledged,
+    under the same id, and it will not run twice.
+    """
+
+    id: str
+    duplicate: bool
+
+
 @EVENT_MSGS.register("shutdown_complete")
 @attrs.frozen
 class ShutdownComplete(Tagged):
@@ -267,6 +281,7 @@ EventMsg = Annotated[
     | StreamError
     | ErrorEvent
     | TurnAborted
+    | SubmissionAck
     | ShutdownComplete,
     EVENT_MSGS,
 ]
