@@ -11,8 +11,8 @@ from typing import Any, Self, cast
 
 import httpx
 import orjson
-import structlog
 
+from .._logging import get_logger
 from ._errors import ModelError, RetryableError
 from ._events import Completed, RetryScheduled, StreamEvent
 from ._retry import RetryPolicy, parse_retry_after
@@ -21,7 +21,7 @@ from ._wire import decode_event
 
 __all__ = ["ModelClient"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _CONNECT_TIMEOUT = 10.0
