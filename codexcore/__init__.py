@@ -15,7 +15,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .engine import Codex, EngineClosed, EngineConfig, Rejected, SessionConfig, parse_submission
+    from .engine import (
+        Codex,
+        EngineClosed,
+        EngineConfig,
+        ModelClientPool,
+        Rejected,
+        SessionConfig,
+        parse_submission,
+    )
 
 __version__ = "0.1.0"
 
@@ -23,6 +31,7 @@ _LAZY = {
     "Codex": "codexcore.engine",
     "EngineClosed": "codexcore.engine",
     "EngineConfig": "codexcore.engine",
+    "ModelClientPool": "codexcore.engine",
     "Rejected": "codexcore.engine",
     "SessionConfig": "codexcore.engine",
     "parse_submission": "codexcore.engine",
@@ -32,6 +41,7 @@ __all__ = [
     "Codex",
     "EngineClosed",
     "EngineConfig",
+    "ModelClientPool",
     "Rejected",
     "SessionConfig",
     "__version__",

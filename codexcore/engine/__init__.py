@@ -1,5 +1,6 @@
 """The engine: Codex, its Session, and the Tasks and Turns it runs."""
 
+from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import EngineConfig, SessionConfig
 
@@ -7,6 +8,7 @@ __all__ = [
     "Codex",
     "EngineClosed",
     "EngineConfig",
+    "ModelClientPool",
     "Rejected",
     "SessionConfig",
     "State",

@@ -54,6 +54,7 @@ from ..protocol import (
     decode_submission,
 )
 from ._approvals import TaskAborted
+from ._clients import ModelClientPool
 from ._config import EngineConfig
 from ._dedupe import SeenIds
 from ._history import Item
@@ -122,7 +123,9 @@ class Codex:
     adapters can reach it from other threads.
 
     ``transport`` replaces the HTTP transport of the model client: the
-    official seam for tests (see :mod:`codexcore.testing`).
+    official seam for tests (see :mod:`codexcore.testing`). ``clients`` shares
+    model clients between engines (a session host passes one pool to all of
+    them and closes it itself); without it the engine owns a pool.
     """
 
     def __init__(
@@ -130,9 +133,11 @@ class Codex:
         config: EngineConfig | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        clients: ModelClientPool | None = None,
     ) -> None:
         self.config = config or EngineConfig()
-        self._transport = transport
+        self._owns_clients = clients is None
+        self._clients = clients or ModelClientPool(self.config, transport=transport)
         self._session: Session | None = None
         self._seq = 0
         self._ids = itertools.count(1)
@@ -311,9 +316,9 @@ class Codex:
         base = self._session.config if self._session else self.config.session
         config = base.overlay(op)
         if self._session is None:
-            self._session = Session(config, self.config, self._transport)
+            self._session = Session(config, self._clients)
         else:
-            await self._session.reconfigure(config)
+            self._session.reconfigure(config)
         await self._announce_session(sub.id)
 
     async def _announce_session(self, sub_id: str) -> None:
@@ -335,7 +340,7 @@ class Codex:
         )
 
     async def _configure_and_start(self, sub: Submission, first_input: list[Item]) -> None:
-        self._session = Session(self.config.session, self.config, self._transport)
+        self._session = Session(self.config.session, self._clients)
         await self._announce_session(sub.id)
         await self._start_task(sub, first_input)
 
@@ -423,8 +428,8 @@ class Codex:
         log.debug("nothing to do", sub_id=sub.id, op=type(sub.op).__name__)
 
     async def _shutdown(self, sub: Submission, _: list[Item]) -> None:
-        if self._session is not None:
-            await self._session.aclose()
+        if self._owns_clients:
+            await self._clients.aclose()
         self._closed = True
         await self._emit(sub.id, ShutdownComplete())
 

@@ -10,12 +10,11 @@ import attrs
 
 from ..protocol import AbortReason
 from ._approvals import Approvals
-from ._config import EngineConfig, SessionConfig
+from ._clients import ModelClientPool
+from ._config import SessionConfig
 from ._history import History, Item
 
 if TYPE_CHECKING:
-    import httpx
-
     from ..model import ModelClient
 
 
@@ -33,44 +32,22 @@ class Session:
 
     Holds the History (with its response bookmarks), what the user approved
     for the session, input injected for the running Task, and the model
-    client (made on first use and remade when ``base_url`` changes).
+    model client for its ``base_url`` (from a pool the engine or its host owns).
     """
 
-    def __init__(
-        self,
-        config: SessionConfig,
-        engine: EngineConfig,
-        transport: httpx.AsyncBaseTransport | None,
-    ) -> None:
+    def __init__(self, config: SessionConfig, clients: ModelClientPool) -> None:
         self.id = str(uuid.uuid4())
         self.config = config
         self.history = History()
         self.approvals = Approvals()
         self.running: RunningTask | None = None
         self._injected: list[Item] = []
-        self._engine = engine
-        self._transport = transport
-        self._client: ModelClient | None = None
+        self._clients = clients
 
     def client(self) -> ModelClient:
-        if self._client is None:
-            from ..model import ModelClient, RetryPolicy  # httpx is heavy: import on first use
+        return self._clients.get(self.config.base_url)
 
-            self._client = ModelClient(
-                base_url=self.config.base_url,
-                api_key=self._engine.api_key,
-                retry=RetryPolicy(
-                    max_attempts=self._engine.max_attempts,
-                    base_delay=self._engine.retry_base_delay,
-                ),
-                stream_idle_timeout=self._engine.stream_idle_timeout,
-                transport=self._transport,
-            )
-        return self._client
-
-    async def reconfigure(self, config: SessionConfig) -> None:
-        if config.base_url != self.config.base_url:
-            await self.aclose()
+    def reconfigure(self, config: SessionConfig) -> None:
         self.config = config
 
     def inject(self, item: Item) -> None:
@@ -79,8 +56,3 @@ class Session:
     def take_injected(self) -> list[Item]:
         taken, self._injected = self._injected, []
         return taken
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
