@@ -1,0 +1,113 @@
+"""``codexcore demo``: one real Task, offline, against an embedded scripted model.
+
+A scripted Responses server listens on 127.0.0.1; the engine reaches it
+through the real HTTP client and SSE decoder, asks to run a real command,
+waits for the user's approval, runs it, and the model's final message quotes
+what the command printed. No key and no network are needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DEMO_COMMAND = ["bash", "-lc", "echo 'hello from a real subprocess' && uname -sm && ls"]
+ANSWERS = {"y": "approved", "a": "approved_for_session", "n": "denied", "b": "abort"}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="run one Task offline against an embedded scripted model",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  codexcore demo          # answer the approval prompt\n"
+        "  codexcore demo --yes    # approve without asking",
+    )
+    parser.add_argument("--yes", action="store_true", help="approve the command without asking")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="codexcore-demo-") as workspace:
+        Path(workspace, "notes.txt").write_text("a file for the demo to find\n")
+        return asyncio.run(_demo(workspace, auto_approve=args.yes))
+
+
+def _final_answer(body: dict[str, Any]) -> Any:
+    from ..testing import text_response
+
+    outputs = [i["output"] for i in body["input"] if i.get("type") == "function_call_output"]
+    try:
+        result = json.loads(outputs[-1]) if outputs else {}
+    except json.JSONDecodeError:  # a denial comes back as plain text
+        result = {}
+    if result.get("metadata", {}).get("exit_code") != 0:
+        return text_response("Understood: I ran nothing. Approve the command to see it run.")
+    return text_response(
+        "The command ran in your workspace and printed:\n\n"
+        f"{result['output'].rstrip()}\n\n"
+        "That was a real process, started only after you approved it.",
+        chunks=12,
+        reasoning="The command succeeded; summarise what it printed.",
+    )
+
+
+async def _demo(workspace: str, *, auto_approve: bool) -> int:
+    from .. import Codex, EngineConfig, SessionConfig
+    from ..protocol import (
+        ExecApproval,
+        ExecApprovalRequest,
+        Shutdown,
+        TaskComplete,
+        TextInput,
+        UserInput,
+    )
+    from ..testing import ScriptedModel, ScriptedResponsesServer, shell_call
+    from ._render import TerminalRenderer
+
+    model = ScriptedModel(
+        [
+            shell_call(DEMO_COMMAND, call_id="call_demo", text="Let me look around first."),
+            _final_answer,
+        ]
+    )
+    renderer = TerminalRenderer()
+    completed = False
+    async with ScriptedResponsesServer(model) as server:
+        session = SessionConfig(
+            model="demo-model", cwd=workspace, approval_policy="untrusted", base_url=server.base_url
+        )
+        # api_key="": the scripted server needs none, and a real key must not travel to it.
+        async with Codex(EngineConfig(session=session, api_key="")) as codex:
+            await codex.submit(UserInput((TextInput("Show me what this machine is."),)))
+            async for event in codex.events():
+                renderer.show(event.msg)
+                if isinstance(event.msg, ExecApprovalRequest):
+                    decision = await _ask(renderer.approval_prompt(event.msg), auto_approve)
+                    await codex.submit(ExecApproval(event.msg.call_id, decision))
+                elif event.msg.TYPE in ("task_complete", "turn_aborted", "error"):
+                    completed = isinstance(event.msg, TaskComplete)
+                    await codex.submit(Shutdown())
+    return 0 if completed else 1
+
+
+async def _ask(prompt: str, auto_approve: bool) -> Any:
+    print(prompt, end="", flush=True)
+    if auto_approve:
+        print("y (--yes)")
+        return "approved"
+    while True:
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:  # no one to ask: the safe answer
+            print("\n(no answer: denied)")
+            return "denied"
+        answer = ANSWERS.get(line.strip().lower()[:1])
+        if answer is not None:
+            return answer
+        print("  please answer y, a, n or b: ", end="", flush=True)
