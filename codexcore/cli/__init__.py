@@ -22,7 +22,8 @@ COMMANDS = ("demo", "schema")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codexcore",
-        description="A Codex-style agent core: run a Task, serve the queue pair, inspect the protocol.",
+        description="A Codex-style agent core: run a Task, serve the queue pair, "
+        "inspect the protocol.",
     )
     parser.add_argument(
         "--log-level",
