@@ -1,0 +1,299 @@
+"""Linux confinement of the model's commands with bubblewrap (``bwrap``).
+
+This module only *builds* argv and answers questions; it never runs the
+model's commands itself. The engine asks :func:`probe_sandbox` once whether
+bubblewrap works here, turns every command into ``wrap_command(argv, spec,
+cwd, bwrap=status.executable)`` and runs that argv like any other process.
+
+Policies (the wire names of the protocol's ``SandboxMode``):
+
+``read-only``
+    The whole filesystem is read-only (a private ``/dev`` and ``/proc``
+    aside) and there is no network.
+``workspace-write``
+    Read-only except the cwd, the writable roots and a private ``/tmp`` (a
+    fresh tmpfs, not the host's). A ``.git`` directly inside a writable root
+    stays read-only, as in Codex: a sandboxed command must not plant hooks or
+    rewrite config that the user's own ``git`` would later run unconfined.
+    Network only when ``network_access`` is true.
+``danger-full-access``
+    No confinement: :func:`wrap_command` returns argv unchanged.
+
+Process lifetime: the wrapped command runs in its own session and PID
+namespace, and bubblewrap is told to die with its parent. Killing the bwrap
+process (for instance ``os.killpg`` on the group of a ``start_new_session``
+child) therefore kills every process inside, including ones that started
+their own session. Caveat: ``--die-with-parent`` is ``PR_SET_PDEATHSIG``,
+which fires when the *thread* that spawned bwrap exits, so spawn it from a
+long-lived thread (the event loop's), never from a short-lived worker thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Final, Literal
+
+from attrs import field, frozen, validators
+
+from codexcore._logging import get_logger
+
+_log = get_logger(__name__)
+
+SandboxMode = Literal["read-only", "workspace-write", "danger-full-access"]
+SANDBOX_MODES: Final[tuple[SandboxMode, ...]] = (
+    "read-only",
+    "workspace-write",
+    "danger-full-access",
+)
+
+SANDBOX_ENV_VAR: Final = "CODEXCORE_SANDBOX"
+"""Set to ``none`` to make :func:`probe_sandbox` report no sandbox."""
+
+PROBE_TIMEOUT_SECONDS: Final = 5.0
+"""A working bwrap starts in milliseconds; a hung one must not hang startup."""
+
+_REASON_MAX_CHARS: Final = 500
+
+
+@frozen
+class SandboxSpec:
+    """What confinement one command gets.
+
+    ``writable_roots`` only matter under ``workspace-write``: relative roots
+    are taken relative to the command's cwd, and roots that do not exist (or
+    are not directories) when the command is wrapped are skipped.
+    ``network_access`` only matters under ``workspace-write``: ``read-only``
+    never has network, ``danger-full-access`` always has.
+    """
+
+    mode: SandboxMode = field(validator=validators.in_(SANDBOX_MODES))
+    writable_roots: tuple[str, ...] = ()
+    network_access: bool = False
+
+
+@frozen
+class SandboxStatus:
+    """Whether commands can be confined here, as found by :func:`probe_sandbox`.
+
+    ``kind == "bwrap"``: ``executable`` is the absolute path of a bwrap that
+    started a sandbox; pass it to :func:`wrap_command`. ``kind == "none"``:
+    ``reason`` says why there is no confinement, in words for the user.
+    """
+
+    kind: Literal["bwrap", "none"]
+    reason: str | None = None
+    executable: str | None = None
+
+
+def probe_sandbox(bwrap: str | None = None) -> SandboxStatus:
+    """Find bubblewrap and check that it can actually start a sandbox.
+
+    ``bwrap`` is a command name or path (default ``"bwrap"``, looked up on
+    PATH). Finding the binary is not enough: containers, seccomp profiles and
+    AppArmor (Ubuntu 24.04's ``apparmor_restrict_unprivileged_userns``) often
+    refuse the namespaces it needs, so the probe runs ``true`` under exactly
+    the options a ``read-only`` command gets. The answer is cached per process
+    and per ``bwrap`` argument since it costs a process spawn.
+
+    ``CODEXCORE_SANDBOX=none`` forces ``kind="none"``; it is read on every call
+    (outside the cache) so it takes effect at once.
+    """
+    if os.environ.get(SANDBOX_ENV_VAR, "").strip().lower() == "none":
+        return SandboxStatus(kind="none", reason=f"disabled by {SANDBOX_ENV_VAR}=none")
+    return _probe_uncached(bwrap)
+
+
+@functools.cache
+def _probe_uncached(bwrap: str | None) -> SandboxStatus:
+    """The probe itself; memoised by :func:`functools.cache` despite the name."""
+    if not sys.platform.startswith("linux"):
+        return SandboxStatus(kind="none", reason=f"bubblewrap needs Linux, not {sys.platform}")
+    name = bwrap or "bwrap"
+    executable = shutil.which(name)
+    if executable is None:
+        return SandboxStatus(kind="none", reason=f"bubblewrap not found: no executable {name!r}")
+    executable = os.path.abspath(executable)
+    status = _run_probe(executable)
+    _log.debug("sandbox.probe", bwrap=executable, kind=status.kind, reason=status.reason)
+    return status
+
+
+def _run_probe(executable: str) -> SandboxStatus:
+    """Start one sandbox running ``true``; turn any failure into a reason."""
+    argv = wrap_command(["true"], SandboxSpec(mode="read-only"), "/", bwrap=executable)
+    try:
+        result = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        reason = f"{executable} did not finish within {PROBE_TIMEOUT_SECONDS:g}s"
+        return SandboxStatus(kind="none", reason=reason)
+    except OSError as exc:
+        return SandboxStatus(kind="none", reason=f"{executable} could not be started: {exc}")
+    if result.returncode != 0:
+        detail = (result.stderr.strip() or "no output")[:_REASON_MAX_CHARS]
+        reason = f"{executable} cannot create a sandbox here (exit {result.returncode}): {detail}"
+        return SandboxStatus(kind="none", reason=reason)
+    return SandboxStatus(kind="bwrap", executable=executable)
+
+
+def wrap_command(
+    argv: Sequence[str], spec: SandboxSpec, cwd: str, *, bwrap: str = "bwrap"
+) -> list[str]:
+    """Return the argv that runs ``argv`` in ``cwd`` confined by ``spec``.
+
+    ``cwd`` must be absolute; it is where the command starts (``--chdir`` to
+    its real path, as a symlink to it may sit in the host's /tmp, which the
+    sandbox hides), so the caller may spawn the result from any directory. Under
+    ``danger-full-access`` the result is ``list(argv)``. The filesystem is
+    inspected now (to resolve symlinks and find ``.git``), so wrap right
+    before running. Raises ``ValueError`` on an empty argv or a relative cwd.
+    """
+    if not argv:
+        raise ValueError("argv must name a program")
+    if not os.path.isabs(cwd):
+        raise ValueError(f"cwd must be an absolute path, got {cwd!r}")
+    if spec.mode == "danger-full-access":
+        return list(argv)
+    # "--" so a command whose name starts with "-" is not read as an option.
+    return [bwrap, *_bwrap_options(spec, os.path.realpath(cwd)), "--", *argv]
+
+
+def _bwrap_options(spec: SandboxSpec, cwd: str) -> list[str]:
+    """The bwrap options for ``spec``. Order matters: later mounts cover earlier ones."""
+    # --new-session: the command cannot push keystrokes into our terminal
+    # (TIOCSTI). --die-with-parent + --unshare-pid: if bwrap dies, PID 1 of
+    # the namespace gets SIGKILL and the kernel kills everything inside, even
+    # processes that left bwrap's process group.
+    options = ["--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
+    if spec.mode == "workspace-write":
+        options += _workspace_mounts(spec, cwd)
+    options.append("--unshare-pid")
+    if not (spec.mode == "workspace-write" and spec.network_access):
+        # A fresh network namespace has only a loopback device, not the host's.
+        options.append("--unshare-net")
+    # --proc after the binds so no writable root can cover it. --cap-drop ALL
+    # matters when we run as root: bwrap then keeps every capability by
+    # default and the command could simply remount / read-write.
+    options += ["--proc", "/proc", "--cap-drop", "ALL", "--chdir", cwd]
+    return options
+
+
+def _workspace_mounts(spec: SandboxSpec, cwd: str) -> list[str]:
+    """The private /tmp, then the writable binds, then read-only ``.git`` on top."""
+    # The tmpfs comes first so a cwd or root under /tmp, bound afterwards,
+    # stays visible (bwrap takes bind sources from the host's view).
+    mounts = ["--tmpfs", "/tmp"]
+    roots = _writable_roots(spec, cwd)
+    for root in roots:
+        mounts += ["--bind", root, root]
+    for git_path in _protected_git_paths(roots):
+        mounts += ["--ro-bind", git_path, git_path]
+    return mounts
+
+
+def _writable_roots(spec: SandboxSpec, cwd: str) -> list[str]:
+    """cwd and the spec's roots: resolved, deduplicated, existing directories only."""
+    # realpath so a symlinked root binds the directory the writes really land
+    # in, and two spellings of one directory bind once.
+    resolved = {os.path.realpath(os.path.join(cwd, root)) for root in (cwd, *spec.writable_roots)}
+    roots = [root for root in resolved if os.path.isdir(root)]
+    if len(roots) != len(resolved):
+        _log.debug("sandbox.skip_missing_roots", missing=sorted(resolved.difference(roots)))
+    # Shallowest first: a parent bound after its child would hide the child's
+    # mount, and a stable order keeps the argv reproducible.
+    return sorted(roots, key=lambda root: (root.count(os.sep), root))
+
+
+def _protected_git_paths(roots: Sequence[str]) -> Iterator[str]:
+    """The ``.git`` (directory, or worktree pointer file) at the top of each root.
+
+    A ``.git`` symlink is protected at its target; the link itself stays
+    replaceable, as bind mounts cannot pin a symlink. Listing a ``.git`` (or a
+    path inside it) as a writable root opts that ``.git`` out of protection.
+    """
+    seen: set[str] = set()
+    for root in roots:
+        dot_git = os.path.join(root, ".git")
+        if not os.path.lexists(dot_git):
+            continue
+        target = os.path.realpath(dot_git)
+        if target in seen or not os.path.exists(target):
+            continue
+        # Outside every writable root it is read-only already.
+        if _inside_any(target, roots) and not _contains_any(target, roots):
+            seen.add(target)
+            yield target
+
+
+def _inside_any(path: str, roots: Sequence[str]) -> bool:
+    """Whether ``path`` is strictly below one of ``roots``."""
+    return any(path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _contains_any(path: str, roots: Sequence[str]) -> bool:
+    """Whether one of ``roots`` is ``path`` itself or below it."""
+    return any(root == path or root.startswith(path + os.sep) for root in roots)
+
+
+# Denial heuristic. bwrap denies by mounts and namespaces, so its failures look
+# like EROFS and "no network", never like EACCES/EPERM: "Permission denied" and
+# "Operation not permitted" (the macOS Seatbelt wording Codex matches) are left
+# out because ordinary failures print them all the time (file modes, ssh keys,
+# kill, ping) and a sandboxed run does not add them.
+_FILESYSTEM_DENIALS: Final = (
+    # EROFS: a write outside the writable roots. Outside a sandbox it needs a
+    # truly read-only mount, which development machines rarely have.
+    "read-only file system",
+    # EBUSY: renaming or deleting a protected .git, which is a mount point.
+    "device or resource busy",
+)
+_NETWORK_DENIALS: Final = (
+    "network is unreachable",  # ENETUNREACH: the new namespace has no route
+    "temporary failure in name resolution",  # glibc EAI_AGAIN: no DNS server reachable
+    "eai_again",  # Node's spelling of the same
+    "could not resolve host",  # curl and git
+    # A fresh namespace has its own empty loopback, so connecting to a
+    # service on the host's 127.0.0.1 is refused. Only counted when the
+    # network is off, where almost every refusal comes from the sandbox.
+    "connection refused",
+)
+# bwrap's own error (bad --chdir, namespaces refused after the probe): the
+# sandbox, not the command, failed.
+_BWRAP_ERROR: Final = re.compile(r"^bwrap: ", re.MULTILINE)
+
+
+def is_likely_sandbox_denial(exit_code: int, output: str, spec: SandboxSpec | None = None) -> bool:
+    """Whether a failed confined command plausibly failed because of the sandbox.
+
+    A heuristic for offering to rerun without the sandbox: a false positive
+    costs the user one question, a false negative leaves the model confused.
+    Only ask it about commands that ran confined. True when ``exit_code`` is
+    positive and ``output`` (stdout and stderr, any case) shows a bwrap error,
+    a read-only filesystem or busy mount point, or, unless ``spec`` allowed
+    network, a network failure. Exit 0 and negative codes (killed by a signal:
+    a timeout or an interrupt) are never denials, nor is anything under
+    ``danger-full-access``. ``spec=None`` assumes the network was off.
+    """
+    if exit_code <= 0:
+        return False
+    if spec is not None and spec.mode == "danger-full-access":
+        return False
+    if _BWRAP_ERROR.search(output):
+        return True
+    network_off = spec is None or not (spec.mode == "workspace-write" and spec.network_access)
+    markers = _FILESYSTEM_DENIALS + _NETWORK_DENIALS if network_off else _FILESYSTEM_DENIALS
+    text = output.lower()
+    return any(marker in text for marker in markers)
