@@ -3,28 +3,59 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Sequence
 
 from ..protocol import ApprovalPolicy, ReviewDecision
 
 
-def exec_needs_approval(
-    policy: ApprovalPolicy, *, known_safe: bool, escalation_requested: bool, sandboxed: bool
-) -> bool:
-    """Whether a command must wait for ``exec_approval`` before it runs.
+class ExecPlan(enum.Enum):
+    """What happens to a command before it runs."""
 
-    Under ``on-failure`` a confined command runs without asking (the user is
-    asked only if the sandbox makes it fail); with no confinement to lean on,
-    ``on-failure`` asks like ``untrusted`` rather than claim a safety that is
-    not there.
+    RUN_CONFINED = "run confined"
+    RUN = "run unconfined"
+    ASK_THEN_CONFINED = "ask, then run confined"
+    ASK_THEN_RUN = "ask, then run unconfined"
+    REFUSE = "refuse"
+
+
+def plan_exec(
+    policy: ApprovalPolicy,
+    *,
+    confine: bool,
+    can_confine: bool,
+    known_safe: bool,
+    escalation_requested: bool,
+) -> ExecPlan:
+    """Decide whether a command asks first and whether it runs in the sandbox.
+
+    ``confine``: the sandbox policy wants confinement (not danger-full-access).
+    ``can_confine``: bubblewrap works here. The rules, in order:
+
+    - Escalation (the model asks to leave the sandbox) needs a person; under
+      ``never`` there is none, so the command is refused.
+    - Where confinement is wanted but impossible, nothing that is not known
+      safe runs unasked; under ``never`` it is refused rather than run
+      unconfined, so no confinement is ever claimed that is not there.
+    - Otherwise ``untrusted`` asks for anything not known safe; ``on-request``,
+      ``on-failure`` and ``never`` run confined without asking (``on-failure``
+      asks afterwards if the sandbox made the command fail).
+    - With no confinement wanted, ``untrusted`` and ``on-failure`` ask for
+      anything not known safe; ``on-request`` and ``never`` do not ask.
     """
-    if policy == "never":
-        return False
-    if policy == "on-request":
-        return escalation_requested
-    if policy == "on-failure" and sandboxed:
-        return False
-    return not known_safe
+    if escalation_requested:
+        return ExecPlan.REFUSE if policy == "never" else ExecPlan.ASK_THEN_RUN
+    if confine and not can_confine:
+        if known_safe:
+            return ExecPlan.RUN
+        return ExecPlan.REFUSE if policy == "never" else ExecPlan.ASK_THEN_RUN
+    if confine:
+        if policy == "untrusted" and not known_safe:
+            return ExecPlan.ASK_THEN_CONFINED
+        return ExecPlan.RUN_CONFINED
+    if policy in ("untrusted", "on-failure") and not known_safe:
+        return ExecPlan.ASK_THEN_RUN
+    return ExecPlan.RUN
 
 
 class TaskAborted(Exception):
@@ -41,6 +72,19 @@ class Approvals:
         self._pending: dict[str, asyncio.Future[ReviewDecision]] = {}
         self._approved_commands: set[tuple[tuple[str, ...], str]] = set()
         self.approved_paths: set[str] = set()
+        self.granted_roots: set[str] = set()
+
+    def is_patch_approved(self, paths: Sequence[str]) -> bool:
+        """Whether every path was in a patch approved for the session (or under a granted root)."""
+        return all(
+            p in self.approved_paths or any(_under(p, root) for root in self.granted_roots)
+            for p in paths
+        )
+
+    def approve_patch_for_session(self, paths: Sequence[str], grant_root: str | None) -> None:
+        self.approved_paths.update(paths)
+        if grant_root is not None:
+            self.granted_roots.add(grant_root)
 
     def is_command_approved(self, argv: Sequence[str], cwd: str) -> bool:
         return (tuple(argv), cwd) in self._approved_commands
@@ -69,3 +113,7 @@ class Approvals:
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")

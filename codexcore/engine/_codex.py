@@ -51,11 +51,13 @@ from ..protocol import (
     TaskStarted,
     TurnAborted,
     UserInput,
+    WarningEvent,
     decode_submission,
 )
+from ..tools.sandbox import probe_sandbox
 from ._approvals import TaskAborted
 from ._clients import ModelClientPool
-from ._config import EngineConfig
+from ._config import EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._history import Item
 from ._requests import InputError, user_message
@@ -316,14 +318,23 @@ class Codex:
         base = self._session.config if self._session else self.config.session
         config = base.overlay(op)
         if self._session is None:
-            self._session = Session(config, self._clients)
+            self._session = await self._new_session(config)
         else:
             self._session.reconfigure(config)
         await self._announce_session(sub.id)
 
+    async def _new_session(self, config: SessionConfig) -> Session:
+        # The probe starts bwrap once per process (cached): keep it off the loop.
+        sandbox = await asyncio.to_thread(probe_sandbox)
+        return Session(config, self._clients, sandbox)
+
     async def _announce_session(self, sub_id: str) -> None:
+        """``session_configured``, saying what really confines commands."""
         session = self._require_session()
         c = session.config
+        kind, reason = session.sandbox.kind, session.sandbox.reason
+        if c.sandbox_policy.type == "danger-full-access":
+            kind, reason = "none", "the sandbox policy is danger-full-access"
         await self._emit(
             sub_id,
             SessionConfigured(
@@ -334,13 +345,21 @@ class Codex:
                 c.sandbox_policy,
                 c.history_mode,
                 c.reasoning_effort,
-                "none",
-                "commands run unconfined: no sandbox is enabled",
+                kind,
+                reason,
             ),
         )
+        if kind == "none" and c.sandbox_policy.type != "danger-full-access":
+            await self._emit(
+                sub_id,
+                WarningEvent(
+                    f"commands cannot be confined ({reason}); every command that is not "
+                    "known to be safe will need approval"
+                ),
+            )
 
     async def _configure_and_start(self, sub: Submission, first_input: list[Item]) -> None:
-        self._session = Session(self.config.session, self._clients)
+        self._session = await self._new_session(self.config.session)
         await self._announce_session(sub.id)
         await self._start_task(sub, first_input)
 
@@ -349,7 +368,9 @@ class Codex:
         if isinstance(sub.op, UserInput) and sub.op.last_response_id is not None:
             server = session.config.history_mode == "server"
             session.history.fork(sub.op.last_response_id, allow_external=server)
-        tools = ToolRouter(session.config, self.config, session.approvals, self._emitter(sub.id))
+        tools = ToolRouter(
+            session.config, self.config, session.approvals, session.sandbox, self._emitter(sub.id)
+        )
         task = Task(
             session_id=session.id,
             config=session.config,

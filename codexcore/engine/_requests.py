@@ -47,6 +47,33 @@ SHELL_TOOL: dict[str, Any] = {
 }
 
 
+APPLY_PATCH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "name": "apply_patch",
+    "description": (
+        "Edits files. The input is a patch:\n"
+        "*** Begin Patch\n"
+        "*** Add File: PATH        (then every line prefixed with +)\n"
+        "*** Delete File: PATH\n"
+        "*** Update File: PATH     (optionally followed by *** Move to: NEWPATH)\n"
+        "@@ optional line to find first\n"
+        " context line\n-removed line\n+added line\n"
+        "*** End of File           (optional: the hunk ends the file)\n"
+        "*** End Patch\n"
+        "Paths are relative to the working directory. All files change or none."
+    ),
+    "strict": False,
+    "parameters": {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": "The whole patch."}},
+        "required": ["input"],
+        "additionalProperties": False,
+    },
+}
+
+TOOLS = (SHELL_TOOL, APPLY_PATCH_TOOL)
+
+
 class InputError(ValueError):
     """User input that cannot be turned into a model request (e.g. a missing image)."""
 

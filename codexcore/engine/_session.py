@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..protocol import AbortReason
+from ..tools.sandbox import SandboxStatus
 from ._approvals import Approvals
 from ._clients import ModelClientPool
 from ._config import SessionConfig
@@ -35,7 +36,9 @@ class Session:
     model client for its ``base_url`` (from a pool the engine or its host owns).
     """
 
-    def __init__(self, config: SessionConfig, clients: ModelClientPool) -> None:
+    def __init__(
+        self, config: SessionConfig, clients: ModelClientPool, sandbox: SandboxStatus
+    ) -> None:
         self.id = str(uuid.uuid4())
         self.config = config
         self.history = History()
@@ -43,6 +46,7 @@ class Session:
         self.running: RunningTask | None = None
         self._injected: list[Item] = []
         self._clients = clients
+        self.sandbox = sandbox
 
     def client(self) -> ModelClient:
         return self._clients.get(self.config.base_url)

@@ -33,11 +33,13 @@ from ..protocol import (
     TaskComplete,
     TokenCount,
     TurnComplete,
+    TurnDiff,
 )
 from ._config import SessionConfig
 from ._history import History, Item
-from ._requests import SHELL_TOOL, build_request, function_output, message_text, reasoning_text
+from ._requests import TOOLS, build_request, function_output, message_text, reasoning_text
 from ._tools import ToolRouter
+from ._turn_diff import TurnDiffTracker
 
 Emit = Callable[[EventMsg], Awaitable[None]]
 ABORTED_OUTPUT = "aborted: the user interrupted before this call ran"
@@ -90,13 +92,15 @@ class Task:
 
     async def _turn(self, new_items: list[Item]) -> TurnResult:
         body = build_request(
-            self._config, self._history, new_items, [SHELL_TOOL], session_id=self._session_id
+            self._config, self._history, new_items, TOOLS, session_id=self._session_id
         )
         response_id, output = await self._stream(body)
         self._history.record([*new_items, *output], response_id)
         calls = [item for item in output if item.get("type") == "function_call"]
         if calls:
-            await self._run_calls(calls, response_id)
+            diff = TurnDiffTracker(self._config.cwd)
+            await self._run_calls(calls, response_id, diff)
+            await self._report_diff(diff)
         await self._emit(TurnComplete(response_id))
         messages = [message_text(i) for i in output if i.get("type") == "message"]
         return TurnResult(response_id, bool(calls), messages[-1] if messages else None)
@@ -129,7 +133,13 @@ class Task:
         elif kind == "reasoning" and (text := reasoning_text(item)):
             await self._emit(AgentReasoning(text))
 
-    async def _run_calls(self, calls: list[Item], response_id: str | None) -> None:
+    async def _report_diff(self, diff: TurnDiffTracker) -> None:
+        if diff.touched and (text := await asyncio.to_thread(diff.diff)):
+            await self._emit(TurnDiff(text))
+
+    async def _run_calls(
+        self, calls: list[Item], response_id: str | None, diff: TurnDiffTracker
+    ) -> None:
         """Run the calls in order; their outputs go into the History either way.
 
         Interrupted mid-way, the calls that never ran are answered as aborted,
@@ -138,7 +148,7 @@ class Task:
         outputs: list[Item] = []
         try:
             for call in calls:
-                outputs.append(await self._tools.call(call))
+                outputs.append(await self._tools.call(call, diff))
         finally:
             for call in calls[len(outputs) :]:
                 outputs.append(function_output(str(call.get("call_id")), ABORTED_OUTPUT))

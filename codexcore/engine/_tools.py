@@ -1,7 +1,13 @@
-"""Running the model's function calls: the ``shell`` tool and its approvals."""
+"""Running the model's function calls: ``shell`` and ``apply_patch``, with approvals.
+
+Every decision to ask the user goes through one of two places:
+:func:`~._approvals.plan_exec` for commands and :meth:`ToolRouter._patch_needs_approval`
+for patches. Everything else here is carrying it out and reporting events.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -10,24 +16,40 @@ import attrs
 import orjson
 
 from ..protocol import (
+    AddChange,
+    ApplyPatchApprovalRequest,
+    DeleteChange,
     EventMsg,
     ExecApprovalRequest,
     ExecCommandBegin,
     ExecCommandEnd,
     ExecCommandOutputDelta,
     ExecStatus,
+    FileChange,
     OutputStream,
+    PatchApplyBegin,
+    PatchApplyEnd,
     ReviewDecision,
+    UpdateChange,
 )
+from ..tools import apply_patch as patches
 from ..tools.exec import ExecResult, run_command
 from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
-from ._approvals import Approvals, TaskAborted, exec_needs_approval
+from ..tools.sandbox import SandboxSpec, SandboxStatus, is_likely_sandbox_denial, wrap_command
+from ._approvals import Approvals, ExecPlan, TaskAborted, plan_exec
 from ._config import EngineConfig, SessionConfig
 from ._history import Item
 from ._requests import function_output
+from ._turn_diff import TurnDiffTracker
 
 Emit = Callable[[EventMsg], Awaitable[None]]
+
+DENIED = "error: the user denied this; do not try it again the same way"
+BARE_PATCH = (
+    "error: a patch is not a command. Send it with the apply_patch tool "
+    '({"input": "*** Begin Patch ..."}) or as ["apply_patch", PATCH].'
+)
 
 
 class ToolCallError(ValueError):
@@ -48,7 +70,7 @@ class ToolRouter:
     """Turns one ``function_call`` output item into its ``function_call_output``.
 
     Lives for one Task: it holds the Task's ``emit`` and the Session's
-    approvals, so every event it sends carries the Task's id.
+    approvals and sandbox, so every event it sends carries the Task's id.
     """
 
     def __init__(
@@ -56,24 +78,35 @@ class ToolRouter:
         config: SessionConfig,
         engine: EngineConfig,
         approvals: Approvals,
+        sandbox: SandboxStatus,
         emit: Emit,
     ) -> None:
         self._config = config
         self._engine = engine
         self._approvals = approvals
+        self._sandbox = sandbox
         self._emit = emit
+        policy = config.sandbox_policy
+        self._spec = SandboxSpec(policy.type, policy.writable_roots, policy.network_access)
 
-    async def call(self, item: Item) -> Item:
+    async def call(self, item: Item, diff: TurnDiffTracker) -> Item:
         call_id = str(item.get("call_id", ""))
         name = item.get("name")
         try:
             if name == "shell":
-                output = await self._shell(self._parse_shell(call_id, item.get("arguments")))
+                output = await self._shell(self._parse_shell(call_id, item.get("arguments")), diff)
+            elif name == "apply_patch":
+                patch = _json_object(item.get("arguments")).get("input")
+                if not isinstance(patch, str):
+                    raise ToolCallError("apply_patch: 'input' must be the patch text")
+                output = await self._patch(call_id, patch, self._config.cwd, diff)
             else:
-                raise ToolCallError(f"unknown tool {name!r}; the tools are: shell")
+                raise ToolCallError(f"unknown tool {name!r}; the tools are: shell, apply_patch")
         except ToolCallError as exc:
             output = f"error: {exc}"
         return function_output(call_id, output)
+
+    # --- shell ---------------------------------------------------------------
 
     def _parse_shell(self, call_id: str, arguments: Any) -> ShellCall:
         args = _json_object(arguments)
@@ -96,40 +129,78 @@ class ToolRouter:
             justification=justification if isinstance(justification, str) else None,
         )
 
-    async def _shell(self, call: ShellCall) -> str:
-        decision = await self._exec_decision(call)
-        if decision == "denied":
-            return "error: the user denied this command; do not run it again this way"
-        if decision == "abort":
-            raise TaskAborted(call.call_id)
-        result = await self._run(call)
+    async def _shell(self, call: ShellCall, diff: TurnDiffTracker) -> str:
+        invocation = patches.extract_patch_from_argv(call.argv)
+        if invocation is not None:
+            cwd = os.path.join(call.cwd, invocation.workdir or "")
+            return await self._patch(call.call_id, invocation.patch, cwd, diff)
+        if patches.is_bare_patch(call.argv):
+            return BARE_PATCH
+        plan = self._plan(call)
+        if plan is ExecPlan.REFUSE:
+            return self._refusal(call)
+        if plan in (ExecPlan.ASK_THEN_RUN, ExecPlan.ASK_THEN_CONFINED):
+            decision = await self._ask_exec(call, call.justification)
+            if decision == "denied":
+                return DENIED
+        confined = plan in (ExecPlan.RUN_CONFINED, ExecPlan.ASK_THEN_CONFINED)
+        await asyncio.to_thread(diff.before_command, self._writable_roots())
+        result = await self._run(call, confined=confined)
+        if confined and self._should_offer_unconfined(result):
+            reason = "the sandbox seems to have blocked it; run it again without the sandbox?"
+            if await self._ask_exec(call, reason) != "denied":
+                result = await self._run(call, confined=False)
         return format_for_model(result, limit_bytes=self._engine.exec_output_limit)
 
-    async def _exec_decision(self, call: ShellCall) -> ReviewDecision:
-        if self._approvals.is_command_approved(call.argv, call.cwd):
-            return "approved"
-        needed = exec_needs_approval(
+    def _plan(self, call: ShellCall) -> ExecPlan:
+        if self._approvals.is_command_approved(call.argv, call.cwd) and not call.escalated:
+            return ExecPlan.RUN_CONFINED if self._can_confine() else ExecPlan.RUN
+        return plan_exec(
             self._config.approval_policy,
+            confine=self._spec.mode != "danger-full-access",
+            can_confine=self._sandbox.kind == "bwrap",
             known_safe=is_known_safe_command(call.argv),
             escalation_requested=call.escalated,
-            sandboxed=False,
         )
-        if not needed:
-            return "approved"
-        await self._emit(ExecApprovalRequest(call.call_id, call.argv, call.cwd, call.justification))
+
+    def _can_confine(self) -> bool:
+        return self._spec.mode != "danger-full-access" and self._sandbox.kind == "bwrap"
+
+    def _refusal(self, call: ShellCall) -> str:
+        if call.escalated:
+            return "error: running outside the sandbox needs approval, and this session never asks"
+        return (
+            "error: not run: commands must be confined but no sandbox is available here "
+            f"({self._sandbox.reason}), and this session never asks for approval"
+        )
+
+    def _should_offer_unconfined(self, result: ExecResult) -> bool:
+        return self._config.approval_policy == "on-failure" and is_likely_sandbox_denial(
+            result.exit_code, result.aggregated_output, self._spec
+        )
+
+    async def _ask_exec(self, call: ShellCall, reason: str | None) -> ReviewDecision:
+        await self._emit(ExecApprovalRequest(call.call_id, call.argv, call.cwd, reason))
         decision = await self._approvals.wait(call.call_id)
+        if decision == "abort":
+            raise TaskAborted(call.call_id)
         if decision == "approved_for_session":
             self._approvals.approve_command_for_session(call.argv, call.cwd)
         return decision
 
-    async def _run(self, call: ShellCall) -> ExecResult:
+    async def _run(self, call: ShellCall, *, confined: bool) -> ExecResult:
         await self._emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
 
         async def on_output(stream: OutputStream, chunk: bytes) -> None:
             await self._emit(ExecCommandOutputDelta(call.call_id, stream, chunk))
 
+        argv = list(call.argv)
+        if confined:
+            argv = wrap_command(
+                argv, self._spec, call.cwd, bwrap=self._sandbox.executable or "bwrap"
+            )
         result = await run_command(
-            call.argv, cwd=call.cwd, timeout_ms=call.timeout_ms, on_output=on_output
+            argv, cwd=call.cwd, timeout_ms=call.timeout_ms, on_output=on_output
         )
         await self._emit(
             ExecCommandEnd(
@@ -143,6 +214,112 @@ class ToolRouter:
             )
         )
         return result
+
+    # --- apply_patch ------------------------------------------------------------
+
+    async def _patch(self, call_id: str, text: str, cwd: str, diff: TurnDiffTracker) -> str:
+        try:
+            edits = await asyncio.to_thread(_plan_patch, text, cwd)
+        except patches.PatchError as exc:
+            return f"error: patch not applied, nothing changed: {exc}"
+        touched = patches.paths_touched(edits)
+        changes = _changes(edits)
+        auto = not self._patch_needs_approval(touched)
+        if not auto:
+            if self._config.approval_policy == "never":
+                return (
+                    "error: the patch writes outside the writable roots and this session never asks"
+                )
+            grant_root = _grant_root(touched, self._writable_roots())
+            decision = await self._ask_patch(call_id, changes, touched, grant_root)
+            if decision == "denied":
+                return DENIED
+        await self._emit(PatchApplyBegin(call_id, auto, changes))
+        diff.before_patch(_baselines(edits))
+        try:
+            await asyncio.to_thread(patches.commit_edits, edits)
+        except (patches.PatchError, OSError) as exc:
+            await self._emit(PatchApplyEnd(call_id, "", str(exc), False))
+            return f"error: patch not applied: {exc}"
+        summary = patches.summarize(edits, self._config.cwd)
+        await self._emit(PatchApplyEnd(call_id, summary, "", True))
+        return summary
+
+    def _patch_needs_approval(self, touched: list[str]) -> bool:
+        """``untrusted`` always asks; otherwise a patch inside the writable roots
+        (or touching only files approved for the session) goes ahead."""
+        if self._config.approval_policy == "untrusted":
+            return True
+        if self._approvals.is_patch_approved(touched):
+            return False
+        roots = self._writable_roots()
+        if self._spec.mode == "danger-full-access":
+            return False
+        return not all(patches.is_path_writable(path, roots) for path in touched)
+
+    async def _ask_patch(
+        self,
+        call_id: str,
+        changes: dict[str, FileChange],
+        touched: list[str],
+        grant_root: str | None,
+    ) -> ReviewDecision:
+        reason = "writes outside the writable roots" if grant_root else None
+        await self._emit(ApplyPatchApprovalRequest(call_id, changes, reason, grant_root))
+        decision = await self._approvals.wait(call_id)
+        if decision == "abort":
+            raise TaskAborted(call_id)
+        if decision == "approved_for_session":
+            self._approvals.approve_patch_for_session(touched, grant_root)
+        return decision
+
+    def _writable_roots(self) -> list[str]:
+        """Where the session may write: the cwd and the writable roots (none when read-only)."""
+        if self._spec.mode == "read-only":
+            return []
+        extra = [os.path.join(self._config.cwd, root) for root in self._spec.writable_roots]
+        return [self._config.cwd, *extra]
+
+
+def _plan_patch(text: str, cwd: str) -> list[patches.FileEdit]:
+    return patches.plan_patch(patches.parse_patch(text), cwd)
+
+
+def _changes(edits: list[patches.FileEdit]) -> dict[str, FileChange]:
+    changes: dict[str, FileChange] = {}
+    for edit in edits:
+        if edit.kind == "add":
+            changes[edit.path] = AddChange(edit.new_content or "")
+        elif edit.kind == "delete":
+            changes[edit.path] = DeleteChange(edit.old_content or "")
+        else:
+            changes[edit.path] = UpdateChange(edit.unified_diff, edit.move_path)
+    return changes
+
+
+def _baselines(edits: list[patches.FileEdit]) -> list[tuple[str, str | None]]:
+    baselines: list[tuple[str, str | None]] = []
+    for edit in edits:
+        baselines.append((edit.path, edit.old_content))
+        if edit.move_path is not None:
+            baselines.append((edit.move_path, _read_or_none(edit.move_path)))
+    return baselines
+
+
+def _read_or_none(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _grant_root(touched: list[str], roots: list[str]) -> str | None:
+    """The directory that would hold every path outside the roots, if any lie outside."""
+    outside = [p for p in touched if not patches.is_path_writable(p, roots)]
+    if not outside:
+        return None
+    return os.path.commonpath([os.path.dirname(p) for p in outside])
 
 
 def _status(result: ExecResult) -> ExecStatus:
