@@ -80,12 +80,20 @@ class Recorder:
         return [e.msg for e in self.events if isinstance(e.msg, kind)]
 
     def check_invariants(self) -> None:
-        """seq counts from 0 without gaps; each task_started has exactly one terminal."""
+        """seq counts from 0 without gaps; each task_started has exactly one terminal,
+        and Tasks never overlap: the next starts only after the last one ended."""
         assert [e.seq for e in self.events] == list(range(len(self.events)))
         started = Counter(e.id for e in self.events if e.msg.TYPE == "task_started")
         ended = Counter(e.id for e in self.events if e.msg.TYPE in TERMINAL_EVENT_TYPES)
         for sub_id, count in started.items():
             assert ended[sub_id] == count, f"task {sub_id}: {count} started, {ended[sub_id]} ended"
+        running: str | None = None
+        for e in self.events:
+            if e.msg.TYPE == "task_started":
+                assert running is None, f"task {e.id} started while {running} still ran"
+                running = e.id
+            elif e.msg.TYPE in TERMINAL_EVENT_TYPES and e.id == running:
+                running = None
 
 
 @asynccontextmanager

@@ -597,3 +597,17 @@ def test_seen_ids_expire_after_the_ttl() -> None:
     now[0] = 100
     seen.accept("c")
     assert len(seen) == 1
+
+
+async def test_tasks_never_overlap_even_when_the_event_queue_is_full(tmp_path: Path) -> None:
+    """A Task's terminal event is emitted before the next Task can start, even when
+    emitting it has to wait for room in the queue."""
+    model = ScriptedModel([text_response(f"answer {i}", chunks=4) for i in range(30)])
+    config = attrs.evolve(engine_config(tmp_path), event_queue_size=2)
+    async with Codex(config, transport=model.mock_transport()) as codex:
+        ui = Recorder(codex)
+        for i in range(30):
+            await ui.submit(say(f"question {i}"), id=f"t{i}")
+            await asyncio.sleep(0)  # let the Task run until the full queue stops it
+        await ui.until(p.TaskComplete, id="t29")
+        ui.check_invariants()

@@ -8,12 +8,13 @@ keyed by the engine's state and the Op's type: an optional abort of the
 running Task, then an action. The state is never stored; it is read off the
 Session (none yet, idle, or running a Task).
 
-A Task runs in an asyncio task of its own, so the dispatcher keeps reading
-Submissions (``interrupt``, approvals) while it works. Its wrapper,
-``_task_main``, guarantees that every ``task_started`` is followed by exactly
-one terminal event under the same id: ``task_complete``, ``turn_aborted`` or
-``error``. Aborting cancels that asyncio task and waits for it to finish, so
-the terminal event of the old Task always precedes anything that follows.
+A Task runs in an asyncio task of its own (the runner), so the dispatcher
+keeps reading Submissions (``interrupt``, approvals) while it works. A second
+asyncio task, the supervisor, waits for the runner's outcome and sends the one
+terminal event every ``task_started`` gets under the same id:
+``task_complete``, ``turn_aborted`` or ``error``. Aborting cancels only the
+runner (even one that never got to run) and waits for the supervisor, so the
+terminal event of the old Task always precedes anything that follows.
 
 Events are numbered (``seq``) as they enter the bounded event queue. A UI that
 stops reading pauses the engine there: backpressure, not unbounded memory.
@@ -48,6 +49,7 @@ from ..protocol import (
     ShutdownComplete,
     Submission,
     SubmissionAck,
+    TaskComplete,
     TaskStarted,
     TurnAborted,
     UserInput,
@@ -62,7 +64,7 @@ from ._dedupe import SeenIds
 from ._history import Item
 from ._requests import InputError, user_message
 from ._session import RunningTask, Session
-from ._task import Task, cancel_and_wait
+from ._task import Task
 from ._tools import ToolRouter
 
 if TYPE_CHECKING:
@@ -381,8 +383,9 @@ class Codex:
             take_injected=session.take_injected,
         )
         await self._emit(sub.id, TaskStarted())
-        runner = asyncio.create_task(self._task_main(sub.id, task, first_input))
-        session.running = RunningTask(sub.id, runner)
+        runner = asyncio.create_task(task.run(first_input), name=f"codexcore-task-{sub.id}")
+        supervisor = asyncio.create_task(self._supervise(sub.id, runner))
+        session.running = RunningTask(sub.id, runner, supervisor)
 
     def _task_input(self, op: Op) -> list[Item]:
         """The model input an Op brings (none for most), checked before anything changes."""
@@ -404,33 +407,38 @@ class Codex:
                 )
         return [message]
 
-    async def _task_main(self, sub_id: str, task: Task, first_input: list[Item]) -> None:
-        terminal: EventMsg
-        try:
-            terminal = await task.run(first_input)
-        except asyncio.CancelledError:
-            terminal = TurnAborted(self._abort_reason(sub_id))
-        except TaskAborted:
-            terminal = TurnAborted("interrupted")
-        except Exception as exc:
-            terminal = _error_for(exc)
+    async def _supervise(self, sub_id: str, runner: asyncio.Task[TaskComplete]) -> None:
+        """Wait for the Task's outcome and send its one terminal event."""
+        await asyncio.wait({runner})
         session = self._require_session()
-        if session.running is not None and session.running.sub_id == sub_id:
-            session.running = None
+        mine = session.running if session.running and session.running.sub_id == sub_id else None
+        if mine is not None:
             session.approvals.drop_pending()
-        await self._emit(sub_id, terminal)
+        await self._emit(sub_id, self._terminal(runner, mine))
+        # The Task counts as running until its terminal event is queued, so the
+        # next Task's task_started always comes after it.
+        if mine is not None and session.running is mine:
+            session.running = None
 
-    def _abort_reason(self, sub_id: str) -> AbortReason:
-        running = self._session.running if self._session else None
-        return running.abort_reason if running and running.sub_id == sub_id else "interrupted"
+    def _terminal(self, runner: asyncio.Task[TaskComplete], mine: RunningTask | None) -> EventMsg:
+        if runner.cancelled():
+            return TurnAborted(mine.abort_reason if mine else "interrupted")
+        exc = runner.exception()
+        if exc is None:
+            return runner.result()
+        if isinstance(exc, TaskAborted):
+            return TurnAborted("interrupted")
+        return _error_for(exc)
 
     async def _abort(self, reason: AbortReason) -> None:
         session = self._session
         if session is None or session.running is None:
             return
-        session.running.abort_reason = reason
+        running = session.running
+        running.abort_reason = reason
         session.approvals.drop_pending()
-        await cancel_and_wait(session.running.task)
+        running.runner.cancel()
+        await asyncio.wait({running.supervisor})
 
     async def _inject(self, sub: Submission, task_input: list[Item]) -> None:
         for item in task_input:
@@ -459,7 +467,7 @@ class Codex:
         return self._session
 
 
-def _error_for(exc: Exception) -> ErrorEvent:
+def _error_for(exc: BaseException) -> ErrorEvent:
     from ..model import ModelError
 
     if isinstance(exc, ModelError):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..protocol import AbortReason
+from ..protocol import AbortReason, TaskComplete
 from ..tools.sandbox import SandboxStatus
 from ._approvals import Approvals
 from ._clients import ModelClientPool
@@ -21,10 +21,17 @@ if TYPE_CHECKING:
 
 @attrs.define
 class RunningTask:
-    """The Session's one running Task and why it would be stopped."""
+    """The Session's one running Task.
+
+    ``runner`` does the work and is what an abort cancels; ``supervisor``
+    waits for the runner's outcome and sends the terminal event. Splitting
+    them means a Task cancelled even before its first step still gets its
+    terminal event.
+    """
 
     sub_id: str
-    task: asyncio.Task[None]
+    runner: asyncio.Task[TaskComplete]
+    supervisor: asyncio.Task[None]
     abort_reason: AbortReason = "interrupted"
 
 

@@ -153,9 +153,3 @@ class Task:
             for call in calls[len(outputs) :]:
                 outputs.append(function_output(str(call.get("call_id")), ABORTED_OUTPUT))
             self._history.record_tool_outputs(outputs, response_id)
-
-
-async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
-    """Cancel ``task`` and wait until it has really finished."""
-    task.cancel()
-    await asyncio.wait({task})
