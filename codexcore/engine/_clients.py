@@ -44,6 +44,7 @@ class ModelClientPool:
                     max_attempts=config.max_attempts, base_delay=config.retry_base_delay
                 ),
                 stream_idle_timeout=config.stream_idle_timeout,
+                headers=config.headers,
                 transport=self._transport,
             )
             self._clients[base_url] = client

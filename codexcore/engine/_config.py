@@ -53,7 +53,10 @@ class EngineConfig:
 
     ``session`` holds the defaults a Session starts from. ``api_key`` falls
     back to ``OPENAI_API_KEY`` and ``session.base_url`` to ``OPENAI_BASE_URL``
-    (read when the model client is made, never logged). The queues are
+    (read when the model client is made, never logged); ``headers`` are added
+    to every model request. ``home`` is where sessions are recorded (default
+    ``$CODEXCORE_HOME``, else ``~/.codexcore``); an ``ephemeral`` engine
+    records nothing. The queues are
     bounded: a UI that does not read events eventually pauses the engine
     rather than growing its memory.
 
@@ -65,6 +68,9 @@ class EngineConfig:
 
     session: SessionConfig = attrs.field(factory=SessionConfig)
     api_key: str | None = attrs.field(default=None, repr=False)
+    headers: dict[str, str] = attrs.field(factory=dict, repr=False)
+    home: str | None = None
+    ephemeral: bool = False
     max_attempts: int = 5
     retry_base_delay: float = 0.2
     stream_idle_timeout: float = 300.0
