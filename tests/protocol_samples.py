@@ -36,6 +36,10 @@ OPS: list[Any] = [
     p.Interrupt(),
     p.ExecApproval("call_1", "approved_for_session"),
     p.PatchApproval("call_2", "denied"),
+    p.ListSessions(cwd="/work", limit=20),
+    p.ResumeSession("sess_1"),
+    p.ForkSession("sess_1", "resp_1"),
+    p.GetHistory("sess_1", offset=10, limit=100),
     p.Shutdown(),
 ]
 
@@ -64,5 +68,47 @@ EVENT_MSGS: list[Any] = [
     p.ErrorEvent("interrupted by the model provider", "retries_exhausted"),
     p.TurnAborted("interrupted"),
     p.SubmissionAck("sub-1", False),
+    p.SessionList(
+        (
+            p.SessionSummary(
+                "sess_1",
+                "2026-11-22T12:00:00+00:00",
+                "2026-11-22T12:05:00+00:00",
+                "/work",
+                "fix the tests",
+                "now the docs",
+                6,
+                "/home/u/.codexcore/sessions/2026/11/22/rollout-2026-11-22T12-00-00-sess_1.jsonl",
+                None,
+            ),
+        )
+    ),
+    p.SessionHistory("sess_1", 0, 40, (p.Event("s1", 0, p.TaskStarted()),)),
     p.ShutdownComplete(),
+]
+
+CONNECTION_MSGS: list[Any] = [
+    p.Hello(
+        1,
+        p.Peer("my-ui", "0.3.0"),
+        token="s3cret",
+        session_id="7d7bcf52-3c38-4f4c-a0c3-4c1f0d1b8e6a",
+        last_seq=41,
+        control=True,
+    ),
+    p.Welcome(
+        1,
+        p.Peer("codexcore", "0.1.0"),
+        ("acks", "coalesced_deltas", "control", "replay"),
+        "7d7bcf52-3c38-4f4c-a0c3-4c1f0d1b8e6a",
+        resumed=True,
+        control=True,
+        replay_from=42,
+        replay_complete=True,
+        limits=p.Limits(1048576, 600.0, 600.0),
+    ),
+    p.Refused("unauthorized", "the token is missing or wrong", (1,)),
+    p.ControlChanged(False, "taken_over"),
+    p.SubmissionRejected("s7", "not_controller", "this connection does not control the session"),
+    p.Closing("lagged", "the client fell behind the replay buffer; reattach to resume"),
 ]

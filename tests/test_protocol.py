@@ -10,8 +10,9 @@ import jsonschema
 import pytest
 
 from codexcore import protocol as p
-from codexcore.protocol._wire import EVENT_MSGS, OPS
+from codexcore.protocol._wire import CONNECTION_MSGS, EVENT_MSGS, OPS
 
+from .protocol_samples import CONNECTION_MSGS as SAMPLE_CONNECTION_MSGS
 from .protocol_samples import EVENT_MSGS as SAMPLE_EVENT_MSGS
 from .protocol_samples import OPS as SAMPLE_OPS
 
@@ -26,6 +27,7 @@ def _tag(value: Any) -> str:
 def test_every_variant_has_a_sample() -> None:
     assert sorted(map(_tag, SAMPLE_OPS)) == sorted(OPS.by_tag)
     assert sorted(map(_tag, SAMPLE_EVENT_MSGS)) == sorted(EVENT_MSGS.by_tag)
+    assert sorted(map(_tag, SAMPLE_CONNECTION_MSGS)) == sorted(CONNECTION_MSGS.by_tag)
 
 
 @pytest.mark.parametrize("op", SAMPLE_OPS, ids=_tag)
@@ -57,6 +59,44 @@ def test_event_matches_golden_fixture(msg: Any) -> None:
     wire = _golden("events", _tag(msg))
     assert json.loads(p.encode_event(p.Event("sub-1", 42, msg))) == wire
     assert p.decode_event(wire) == p.Event("sub-1", 42, msg)
+
+
+@pytest.mark.parametrize("msg", SAMPLE_CONNECTION_MSGS, ids=_tag)
+def test_connection_msg_matches_golden_fixture(msg: Any) -> None:
+    wire = _golden("handshake", _tag(msg))
+    assert json.loads(p.encode_connection_msg(msg)) == wire
+    assert p.decode_connection_msg(wire) == msg
+    assert p.decode_server_message(p.encode_connection_msg(msg)) == msg
+
+
+def test_server_lines_are_told_apart_by_their_keys() -> None:
+    event = p.Event("s1", 3, p.TaskStarted())
+    assert p.decode_server_message(p.encode_event(event)) == event
+    assert isinstance(
+        p.decode_server_message('{"type": "closing", "code": "x", "message": ""}'), p.Closing
+    )
+
+
+def test_hello_defaults_and_errors() -> None:
+    hello = p.decode_hello(
+        '{"type": "hello", "protocol_version": 1, "client": {"name": "a", "version": "1"}}'
+    )
+    assert hello == p.Hello(1, p.Peer("a", "1"))
+    assert (hello.token, hello.session_id, hello.last_seq, hello.control) == (
+        None,
+        None,
+        None,
+        True,
+    )
+    with pytest.raises(p.ProtocolError, match="expected 'hello'"):
+        p.decode_hello('{"type": "welcome"}')
+    with pytest.raises(p.ProtocolError, match=r"hello\.client: missing required field"):
+        p.decode_hello('{"type": "hello", "protocol_version": 1}')
+    with pytest.raises(p.ProtocolError, match=r"hello\.last_seq: expected an integer"):
+        p.decode_hello(
+            '{"type": "hello", "protocol_version": 1, "client": {"name": "a", "version": "1"},'
+            ' "last_seq": "5"}'
+        )
 
 
 def test_codex_wire_forms_for_shared_variants() -> None:
@@ -153,7 +193,9 @@ def test_schema_is_valid_draft_2020_12() -> None:
 
 @pytest.mark.parametrize("path", sorted(GOLDEN.glob("*/*.json")), ids=lambda f: f.stem)
 def test_golden_fixtures_validate_against_schema(path: Path) -> None:
-    definition = "Submission" if path.parent.name == "ops" else "Event"
+    definition = {"ops": "Submission", "events": "Event", "handshake": "ConnectionMsg"}[
+        path.parent.name
+    ]
     _validator(definition).validate(json.loads(path.read_text()))
 
 

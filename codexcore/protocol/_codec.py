@@ -23,6 +23,7 @@ import orjson
 
 from ._envelope import Event, Submission
 from ._wire import (
+    CONNECTION_MSGS,
     EVENT_MSGS,
     FILE_CHANGES,
     INPUT_ITEMS,
@@ -43,7 +44,7 @@ from ._wire import (
 T = TypeVar("T")
 Encoder = Callable[[Any], Any]
 
-_REGISTRIES = (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES)
+_REGISTRIES = (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES, CONNECTION_MSGS)
 
 
 class ProtocolError(ValueError):
@@ -199,13 +200,14 @@ def from_wire(shape: Shape, value: Any, path: str) -> Any:
 
 def _decode_scalar(shape: Scalar, value: Any, path: str) -> Any:
     # bool is an int in Python but not on the wire; an int is a fine float.
+    what = f"an {shape.name}" if shape.name[0] in "aeiou" else f"a {shape.name}"
     if isinstance(value, bool) and shape.py is not bool:
-        raise _expected(path, f"a {shape.name}", value)
+        raise _expected(path, what, value)
     if isinstance(value, shape.py):
         return value
     if shape.py is float and isinstance(value, int):
         return float(value)
-    raise _expected(path, f"a {shape.name}", value)
+    raise _expected(path, what, value)
 
 
 def _decode_bytes(value: Any, path: str) -> bytes:

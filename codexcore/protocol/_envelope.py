@@ -1,11 +1,13 @@
-"""The two envelopes that cross the queue pair."""
+"""The two envelopes that cross the queue pair (Event is defined with the EventMsgs)."""
 
 from __future__ import annotations
 
 import attrs
 
-from ._events import EventMsg
+from ._events import Event
 from ._ops import Op
+
+__all__ = ["Event", "Submission"]
 
 
 @attrs.frozen
@@ -14,17 +16,3 @@ class Submission:
 
     id: str
     op: Op
-
-
-@attrs.frozen
-class Event:
-    """What the engine reports.
-
-    ``id`` is the id of the submission the event belongs to (for a Task's
-    events, the submission that started it). ``seq`` counts the Session's
-    events from 0 with no gaps, so a UI can order, deduplicate and resume.
-    """
-
-    id: str
-    seq: int
-    msg: EventMsg

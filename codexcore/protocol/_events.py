@@ -253,6 +253,41 @@ class SubmissionAck(Tagged):
     duplicate: bool
 
 
+@attrs.frozen
+class SessionSummary:
+    """One recorded session, as ``session_list`` shows it."""
+
+    session_id: str
+    created_at: str
+    updated_at: str
+    cwd: str
+    first_user_message: str | None
+    last_user_message: str | None
+    message_count: int
+    path: str
+    forked_from: str | None = None
+
+
+@EVENT_MSGS.register("session_list")
+@attrs.frozen
+class SessionList(Tagged):
+    """The answer to ``list_sessions``, newest first."""
+
+    sessions: tuple[SessionSummary, ...]
+
+
+@EVENT_MSGS.register("session_history")
+@attrs.frozen
+class SessionHistory(Tagged):
+    """The answer to ``get_history``: recorded events ``offset`` to ``offset + len(events)``
+    of ``total``, each with the id and seq it had when it was sent."""
+
+    session_id: str
+    offset: int
+    total: int
+    events: tuple[Event, ...]
+
+
 @EVENT_MSGS.register("shutdown_complete")
 @attrs.frozen
 class ShutdownComplete(Tagged):
@@ -282,8 +317,26 @@ EventMsg = Annotated[
     | ErrorEvent
     | TurnAborted
     | SubmissionAck
+    | SessionList
+    | SessionHistory
     | ShutdownComplete,
     EVENT_MSGS,
 ]
 
 TERMINAL_EVENT_TYPES = frozenset({"task_complete", "turn_aborted", "error"})
+
+
+@attrs.frozen
+class Event:
+    """What the engine reports (the envelope of every EventMsg).
+
+    ``id`` is the id of the submission the event belongs to (for a Task's
+    events, the submission that started it). ``seq`` counts the Session's
+    events from 0 with no gaps, so a UI can order, deduplicate and resume.
+    It lives here rather than beside Submission because ``session_history``
+    carries Events.
+    """
+
+    id: str
+    seq: int
+    msg: EventMsg

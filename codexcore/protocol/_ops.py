@@ -85,6 +85,52 @@ class PatchApproval(Tagged):
     decision: ReviewDecision
 
 
+@OPS.register("list_sessions")
+@attrs.frozen
+class ListSessions(Tagged):
+    """List recorded sessions, most recently written first (only those started in ``cwd``).
+
+    Answered by ``session_list``.
+    """
+
+    cwd: str | None = None
+    limit: int = 50
+
+
+@OPS.register("resume_session")
+@attrs.frozen
+class ResumeSession(Tagged):
+    """Make a recorded session the current one: new Turns continue its history.
+
+    A running Task is aborted (``reconfigured``). Answered by ``session_configured``.
+    """
+
+    session_id: str
+
+
+@OPS.register("fork_session")
+@attrs.frozen
+class ForkSession(Tagged):
+    """Start a new session whose history is a recorded session's up to ``response_id``.
+
+    A running Task is aborted (``reconfigured``). Answered by ``session_configured``.
+    """
+
+    session_id: str
+    response_id: str
+
+
+@OPS.register("get_history")
+@attrs.frozen
+class GetHistory(Tagged):
+    """The recorded events of a session (the current one when ``session_id`` is null),
+    a page at a time. Answered by ``session_history``."""
+
+    session_id: str | None = None
+    offset: int = 0
+    limit: int = 1000
+
+
 @OPS.register("shutdown")
 @attrs.frozen
 class Shutdown(Tagged):
@@ -98,6 +144,10 @@ Op = Annotated[
     | Interrupt
     | ExecApproval
     | PatchApproval
+    | ListSessions
+    | ResumeSession
+    | ForkSession
+    | GetHistory
     | Shutdown,
     OPS,
 ]

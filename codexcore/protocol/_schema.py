@@ -7,6 +7,7 @@ from typing import Any
 
 from ._envelope import Event, Submission
 from ._wire import (
+    CONNECTION_MSGS,
     EVENT_MSGS,
     FILE_CHANGES,
     INPUT_ITEMS,
@@ -27,18 +28,25 @@ SCHEMA_ID = "https://codexcore.dev/schema/protocol.json"
 
 
 def protocol_schema() -> dict[str, Any]:
-    """The schema: ``Submission`` and ``Event`` with every variant under ``$defs``."""
+    """The schema: ``Submission``, ``Event``, ``ConnectionMsg``; every variant under ``$defs``."""
     builder = _Builder()
     builder.record(Submission)
     builder.record(Event)
-    for registry in (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES):
+    for registry in (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES, CONNECTION_MSGS):
         builder.union(registry)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
         "title": "codexcore protocol",
-        "description": "Submissions travel from a UI to codexcore, Events back.",
-        "oneOf": [{"$ref": "#/$defs/Submission"}, {"$ref": "#/$defs/Event"}],
+        "description": (
+            "Submissions travel from a UI to codexcore, Events back; connection "
+            "messages (hello, welcome, ...) frame a socket connection."
+        ),
+        "oneOf": [
+            {"$ref": "#/$defs/Submission"},
+            {"$ref": "#/$defs/Event"},
+            {"$ref": "#/$defs/ConnectionMsg"},
+        ],
         "$defs": dict(sorted(builder.defs.items())),
     }
 

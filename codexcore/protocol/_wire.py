@@ -52,6 +52,7 @@ OPS = Registry("Op")
 EVENT_MSGS = Registry("EventMsg")
 INPUT_ITEMS = Registry("InputItem")
 FILE_CHANGES = Registry("FileChange")
+CONNECTION_MSGS = Registry("ConnectionMsg")
 
 
 # --- shapes -----------------------------------------------------------------
