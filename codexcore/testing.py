@@ -650,7 +650,8 @@ class ScriptedResponsesServer:
             pass
         finally:
             writer.close()
-            with contextlib.suppress(ConnectionError):
+            # aclose() may cancel us here too, after the request ended: same reason.
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
             self._connections.discard(task)
             if not self._connections:

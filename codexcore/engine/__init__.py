@@ -3,6 +3,7 @@
 from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import EngineConfig, SessionConfig
+from ._rollout import default_home, prune_sessions
 
 __all__ = [
     "Codex",
@@ -12,5 +13,7 @@ __all__ = [
     "Rejected",
     "SessionConfig",
     "State",
+    "default_home",
     "parse_submission",
+    "prune_sessions",
 ]

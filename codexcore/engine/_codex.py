@@ -23,9 +23,12 @@ stops reading pauses the engine there: backpressure, not unbounded memory.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import enum
 import itertools
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -39,12 +42,18 @@ from ..protocol import (
     Event,
     EventMsg,
     ExecApproval,
+    ForkSession,
+    GetHistory,
     InjectInput,
     Interrupt,
+    ListSessions,
     Op,
     PatchApproval,
     ProtocolError,
+    ResumeSession,
     SessionConfigured,
+    SessionHistory,
+    SessionList,
     Shutdown,
     ShutdownComplete,
     Submission,
@@ -61,8 +70,20 @@ from ._approvals import TaskAborted
 from ._clients import ModelClientPool
 from ._config import EngineConfig, SessionConfig
 from ._dedupe import SeenIds
-from ._history import Item
+from ._history import History, Item, UnknownBookmark
 from ._requests import InputError, user_message
+from ._rollout import (
+    LoadedSession,
+    RolloutWriter,
+    UnknownSession,
+    config_record,
+    default_home,
+    find_rollout,
+    list_sessions,
+    load_session,
+    meta_record,
+    read_events,
+)
 from ._session import RunningTask, Session
 from ._task import Task
 from ._tools import ToolRouter
@@ -108,7 +129,10 @@ class State(enum.Enum):
     RUNNING = "running"
 
 
-Action = Callable[["Codex", Submission, "list[Item]"], Awaitable[None]]
+Action = Callable[["Codex", Submission, Any], Awaitable[None]]
+"""An action gets the Submission and what ``_prepare`` made of its Op, checked
+before anything was aborted: model input for user_input and inject_input, a
+loaded rollout for resume_session and fork_session, None for the rest."""
 
 
 @attrs.frozen
@@ -274,11 +298,11 @@ class Codex:
                 return
         step = PLAN[self.state, type(item.op)]
         try:
-            # Validate before aborting: a bad user_input must not cost the running Task.
-            task_input = self._task_input(item.op)
+            # Check before aborting: a bad submission must not cost the running Task.
+            prepared = await self._prepare(item.op)
             if step.abort is not None:
                 await self._abort(step.abort)
-            await step.action(self, item, task_input)
+            await step.action(self, item, prepared)
         except SubmissionRejected as exc:
             await self._emit(item.id, ErrorEvent(exc.message, exc.code))
         except Exception as exc:  # the engine goes on whatever one submission does
@@ -288,23 +312,50 @@ class Codex:
     # --- emitting ---------------------------------------------------------------
 
     async def _emit(self, sub_id: str, msg: EventMsg) -> None:
-        """Number ``msg`` and put it on the event queue, in order, with backpressure."""
+        """Number ``msg``, record it, and put it on the event queue: in order, with
+        backpressure, and recorded before any UI can see it."""
         queue = self.event_queue.async_q
-        if not self._emit_lock.locked():
-            # Fast path: nobody is waiting for room, so order cannot be broken.
-            try:
-                queue.put_nowait(Event(sub_id, self._seq, msg))
-            except janus.AsyncQueueFull:
-                pass
-            else:
-                self._seq += 1
-                return
+        if not self._emit_lock.locked() and not queue.full():
+            # Fast path: room, and nobody waiting for room, so order cannot break.
+            # Only this loop's thread puts, so the room cannot vanish meanwhile.
+            event = Event(sub_id, self._seq, msg)
+            self._record(event)
+            queue.put_nowait(event)
+            self._seq += 1
+            return
         if self._discarding:
             log.debug("event discarded while closing", type=type(msg).__name__)
             return
         async with self._emit_lock:
-            await queue.put(Event(sub_id, self._seq, msg))
+            event = Event(sub_id, self._seq, msg)
+            self._record(event)
+            await self._deliver(queue, event)
             self._seq += 1
+
+    @staticmethod
+    async def _deliver(queue: janus.AsyncQueue[Event], event: Event) -> None:
+        """Put a recorded event even if the emitter is cancelled meanwhile.
+
+        A recorded event that never arrived, or a reused seq, would make the
+        recording and the stream disagree; the cancellation is delivered
+        once the event is queued (an abort cannot outrun a full queue anyway:
+        its own terminal event needs the same room).
+        """
+        put = asyncio.ensure_future(queue.put(event))
+        cancelled = False
+        while not put.done():
+            try:
+                await asyncio.shield(put)
+            except asyncio.CancelledError:
+                cancelled = True
+        put.result()
+        if cancelled:
+            raise asyncio.CancelledError
+
+    def _record(self, event: Event) -> None:
+        session = self._session
+        if session is not None and session.rollout is not None:
+            session.rollout.record_event(event)
 
     def _emitter(self, sub_id: str) -> Callable[[EventMsg], Awaitable[None]]:
         async def emit(msg: EventMsg) -> None:
@@ -314,7 +365,7 @@ class Codex:
 
     # --- actions --------------------------------------------------------------
 
-    async def _configure(self, sub: Submission, _: list[Item]) -> None:
+    async def _configure(self, sub: Submission, _: object) -> None:
         op = sub.op
         assert isinstance(op, ConfigureSession)
         base = self._session.config if self._session else self.config.session
@@ -325,10 +376,40 @@ class Codex:
             self._session.reconfigure(config)
         await self._announce_session(sub.id)
 
-    async def _new_session(self, config: SessionConfig) -> Session:
+    async def _new_session(
+        self,
+        config: SessionConfig,
+        *,
+        session_id: str | None = None,
+        history: History | None = None,
+        forked_from: str | None = None,
+        append_to: Path | None = None,
+    ) -> Session:
+        """A Session, recorded in a new rollout (or appended to ``append_to``)
+        unless the engine is ephemeral."""
         # The probe starts bwrap once per process (cached): keep it off the loop.
         sandbox = await asyncio.to_thread(probe_sandbox)
-        return Session(config, self._clients, sandbox)
+        session_id = session_id or str(uuid.uuid4())
+        rollout = None
+        if not self.config.ephemeral:
+            if append_to is not None:
+                rollout = RolloutWriter(append_to)
+            else:
+                now = datetime.datetime.now(datetime.UTC)
+                rollout = RolloutWriter.create(self._home(), session_id, now)
+                rollout.record(meta_record(session_id, now, config.cwd, forked_from))
+            rollout.record(config_record(config))
+            if history is not None and append_to is None:
+                for kind, items, response_id in history.branch():
+                    rollout.record({"type": kind, "items": list(items), "response_id": response_id})
+        if self._session is not None:
+            self._session.close()
+        return Session(
+            config, self._clients, sandbox, session_id=session_id, history=history, rollout=rollout
+        )
+
+    def _home(self) -> Path:
+        return Path(self.config.home) if self.config.home else default_home()
 
     async def _announce_session(self, sub_id: str) -> None:
         """``session_configured``, saying what really confines commands."""
@@ -387,10 +468,24 @@ class Codex:
         supervisor = asyncio.create_task(self._supervise(sub.id, runner))
         session.running = RunningTask(sub.id, runner, supervisor)
 
-    def _task_input(self, op: Op) -> list[Item]:
-        """The model input an Op brings (none for most), checked before anything changes."""
-        if not isinstance(op, UserInput | InjectInput):
-            return []
+    async def _prepare(self, op: Op) -> list[Item] | LoadedSession | None:
+        if isinstance(op, UserInput | InjectInput):
+            return self._task_input(op)
+        if isinstance(op, ResumeSession | ForkSession):
+            loaded = await self._load(op.session_id)
+            if isinstance(op, ForkSession):
+                try:
+                    loaded.history.fork(op.response_id)
+                except UnknownBookmark:
+                    raise SubmissionRejected(
+                        f"session {op.session_id} has no response {op.response_id!r}",
+                        "unknown_response_id",
+                    ) from None
+            return loaded
+        return None
+
+    def _task_input(self, op: UserInput | InjectInput) -> list[Item]:
+        """The model input an Op brings."""
         try:
             message = user_message(op.items)
         except InputError as exc:
@@ -444,7 +539,7 @@ class Codex:
         for item in task_input:
             self._require_session().inject(item)
 
-    async def _resolve_approval(self, sub: Submission, _: list[Item]) -> None:
+    async def _resolve_approval(self, sub: Submission, _: object) -> None:
         op = sub.op
         assert isinstance(op, ExecApproval | PatchApproval)
         session = self._session
@@ -453,14 +548,67 @@ class Codex:
                 f"no approval request with call_id {op.id!r} is waiting", "unknown_call_id"
             )
 
-    async def _ignore(self, sub: Submission, _: list[Item]) -> None:
+    async def _ignore(self, sub: Submission, _: object) -> None:
         log.debug("nothing to do", sub_id=sub.id, op=type(sub.op).__name__)
 
-    async def _shutdown(self, sub: Submission, _: list[Item]) -> None:
+    async def _shutdown(self, sub: Submission, _: object) -> None:
         if self._owns_clients:
             await self._clients.aclose()
         self._closed = True
         await self._emit(sub.id, ShutdownComplete())
+        if self._session is not None:
+            self._session.close()
+
+    # --- recorded sessions ------------------------------------------------------
+
+    async def _list_sessions(self, sub: Submission, _: object) -> None:
+        op = sub.op
+        assert isinstance(op, ListSessions)
+        found = await asyncio.to_thread(list_sessions, self._home(), op.cwd, op.limit)
+        await self._emit(sub.id, SessionList(tuple(found)))
+
+    async def _get_history(self, sub: Submission, _: object) -> None:
+        op = sub.op
+        assert isinstance(op, GetHistory)
+        session_id = op.session_id or (self._session.id if self._session else None)
+        if session_id is None:
+            raise SubmissionRejected("no session yet, and no session_id given", "unknown_session")
+        path = await self._rollout_of(session_id)
+        events = await asyncio.to_thread(read_events, path)
+        page = tuple(events[op.offset : op.offset + op.limit])
+        await self._emit(sub.id, SessionHistory(session_id, op.offset, len(events), page))
+
+    async def _resume_session(self, sub: Submission, loaded: LoadedSession) -> None:
+        self._session = await self._new_session(
+            loaded.config,
+            session_id=loaded.session_id,
+            history=loaded.history,
+            append_to=loaded.path,
+        )
+        await self._announce_session(sub.id)
+
+    async def _fork_session(self, sub: Submission, loaded: LoadedSession) -> None:
+        op = sub.op
+        assert isinstance(op, ForkSession)
+        history = History()
+        for kind, items, response_id in loaded.history.branch():
+            history.replay(kind, items, response_id)
+        self._session = await self._new_session(
+            loaded.config, history=history, forked_from=op.session_id
+        )
+        await self._announce_session(sub.id)
+
+    async def _load(self, session_id: str) -> LoadedSession:
+        await self._rollout_of(session_id)
+        return await asyncio.to_thread(load_session, self._home(), session_id)
+
+    async def _rollout_of(self, session_id: str) -> Path:
+        try:
+            return await asyncio.to_thread(find_rollout, self._home(), session_id)
+        except UnknownSession:
+            raise SubmissionRejected(
+                f"no recorded session {session_id!r} under {self._home()}", "unknown_session"
+            ) from None
 
     def _require_session(self) -> Session:
         assert self._session is not None, "PLAN runs this action only with a Session"
@@ -501,6 +649,14 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
         for s in State
         for op in (ExecApproval, PatchApproval)
     },
+    # recorded sessions: listing and reading never disturb a Task; switching
+    # to a resumed or forked session aborts it, as reconfiguring does.
+    **{(s, ListSessions): Step(None, Codex._list_sessions) for s in State},
+    **{(s, GetHistory): Step(None, Codex._get_history) for s in State},
+    **{(s, ResumeSession): Step(None, Codex._resume_session) for s in (_U, _I)},
+    (_R, ResumeSession): Step("reconfigured", Codex._resume_session),
+    **{(s, ForkSession): Step(None, Codex._fork_session) for s in (_U, _I)},
+    (_R, ForkSession): Step("reconfigured", Codex._fork_session),
     # shutdown: abort, release, say goodbye.
     **{(s, Shutdown): Step("shutdown", Codex._shutdown) for s in State},
 }

@@ -11,12 +11,14 @@ an abandoned branch stays reachable through its own bookmarks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
 
 Item = dict[str, Any]
+Journal = Callable[[str, tuple[Item, ...], str | None], None]
+"""Told each change to a History: (kind, items, response_id)."""
 
 
 @attrs.frozen
@@ -31,10 +33,16 @@ class UnknownBookmark(KeyError):
 
 
 class History:
-    """The Session's conversation; :meth:`items` is what ``client`` mode resends."""
+    """The Session's conversation; :meth:`items` is what ``client`` mode resends.
 
-    def __init__(self) -> None:
+    ``journal``, when set, is told every change (``turn``, ``tool_outputs``,
+    ``fork``) so a rollout can record it; :meth:`replay` applies a recorded
+    change without telling the journal.
+    """
+
+    def __init__(self, journal: Journal | None = None) -> None:
         self.head: Segment | None = None
+        self.journal = journal
         self._bookmarks: dict[str, Segment] = {}
 
     @property
@@ -59,6 +67,7 @@ class History:
             segment = Segment((), None, response_id)
             self._bookmarks[response_id] = segment
         self.head = segment
+        self._tell("fork", (), response_id)
 
     def knows(self, response_id: str) -> bool:
         return response_id in self._bookmarks
@@ -71,6 +80,7 @@ class History:
         self.head = Segment(tuple(items), self.head, response_id)
         if response_id is not None:
             self._bookmarks[response_id] = self.head
+        self._tell("turn", self.head.items, response_id)
 
     def items(self) -> list[Item]:
         """Every item from the first Turn to the head, in order."""
@@ -82,6 +92,37 @@ class History:
         self.head = Segment(tuple(outputs), self.head, None)
         if response_id is not None:
             self._bookmarks[response_id] = self.head
+        self._tell("tool_outputs", self.head.items, response_id)
+
+    def replay(self, kind: str, items: tuple[Item, ...], response_id: str | None) -> None:
+        """Apply one recorded change (from a rollout) without journaling it."""
+        journal, self.journal = self.journal, None
+        try:
+            if kind == "turn":
+                self.record(items, response_id)
+            elif kind == "tool_outputs":
+                self.record_tool_outputs(items, response_id)
+            elif kind == "fork" and response_id is not None:
+                self.fork(response_id, allow_external=True)
+        finally:
+            self.journal = journal
+
+    def branch(self) -> list[tuple[str, tuple[Item, ...], str | None]]:
+        """The changes that rebuild the current branch alone, oldest first."""
+        segments = list(self._walk())[::-1]
+        changes: list[tuple[str, tuple[Item, ...], str | None]] = []
+        for index, segment in enumerate(segments):
+            if segment.response_id is not None:
+                changes.append(("turn", segment.items, segment.response_id))
+            else:
+                parent = segments[index - 1] if index else None
+                answered = parent.response_id if parent is not None else None
+                changes.append(("tool_outputs", segment.items, answered))
+        return changes
+
+    def _tell(self, kind: str, items: tuple[Item, ...], response_id: str | None) -> None:
+        if self.journal is not None:
+            self.journal(kind, items, response_id)
 
     def unsent_items(self) -> list[Item]:
         """Items recorded after the newest response: server mode must still send them."""

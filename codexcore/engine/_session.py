@@ -14,6 +14,7 @@ from ._approvals import Approvals
 from ._clients import ModelClientPool
 from ._config import SessionConfig
 from ._history import History, Item
+from ._rollout import RolloutWriter, config_record, journal
 
 if TYPE_CHECKING:
     from ..model import ModelClient
@@ -44,11 +45,21 @@ class Session:
     """
 
     def __init__(
-        self, config: SessionConfig, clients: ModelClientPool, sandbox: SandboxStatus
+        self,
+        config: SessionConfig,
+        clients: ModelClientPool,
+        sandbox: SandboxStatus,
+        *,
+        session_id: str | None = None,
+        history: History | None = None,
+        rollout: RolloutWriter | None = None,
     ) -> None:
-        self.id = str(uuid.uuid4())
+        self.id = session_id or str(uuid.uuid4())
         self.config = config
-        self.history = History()
+        self.history = history or History()
+        self.rollout = rollout
+        if rollout is not None:
+            self.history.journal = journal(rollout)
         self.approvals = Approvals()
         self.running: RunningTask | None = None
         self._injected: list[Item] = []
@@ -60,6 +71,12 @@ class Session:
 
     def reconfigure(self, config: SessionConfig) -> None:
         self.config = config
+        if self.rollout is not None:
+            self.rollout.record(config_record(config))
+
+    def close(self) -> None:
+        if self.rollout is not None:
+            self.rollout.close()
 
     def inject(self, item: Item) -> None:
         self._injected.append(item)
