@@ -32,7 +32,7 @@ def test_demo_runs_a_real_task_offline() -> None:
     # The final message quotes the command's real output, read from the request.
     assert out.count("hello from a real subprocess") >= 3
     assert "notes.txt" in out
-    assert "task complete" in out
+    assert "done · tokens:" in out
 
 
 @pytest.mark.parametrize(("answer", "runs"), [("y\n", True), ("n\n", False), ("", False)])

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .._logging import LEVELS, configure_cli_logging
 
-COMMANDS = ("demo", "schema")
+COMMANDS = ("demo", "doctor", "exec", "schema", "sessions")
 
 
 def build_parser() -> argparse.ArgumentParser:

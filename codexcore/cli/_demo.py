@@ -84,7 +84,9 @@ async def _demo(workspace: str, *, auto_approve: bool) -> int:
             model="demo-model", cwd=workspace, approval_policy="untrusted", base_url=server.base_url
         )
         # api_key="": the scripted server needs none, and a real key must not travel to it.
-        async with Codex(EngineConfig(session=session, api_key="")) as codex:
+        # Ephemeral: a demo in a throwaway workspace is not a session worth keeping.
+        config = EngineConfig(session=session, api_key="", ephemeral=True)
+        async with Codex(config) as codex:
             await codex.submit(UserInput((TextInput("Show me what this machine is."),)))
             async for event in codex.events():
                 renderer.show(event.msg)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import shlex
 import sys
 from typing import TextIO
@@ -11,23 +13,35 @@ from ..protocol import (
     AgentMessageDelta,
     AgentReasoning,
     AgentReasoningDelta,
+    ApplyPatchApprovalRequest,
     ErrorEvent,
     EventMsg,
     ExecApprovalRequest,
     ExecCommandBegin,
     ExecCommandEnd,
     ExecCommandOutputDelta,
+    FileChange,
+    PatchApplyBegin,
+    PatchApplyEnd,
     StreamError,
     TaskComplete,
     TokenCount,
     TurnAborted,
+    UpdateChange,
     WarningEvent,
 )
 
-DIM, BOLD, RED, GREEN, RESET = "\033[2m", "\033[1m", "\033[31m", "\033[32m", "\033[0m"
-
-
+DIM, BOLD, RED, GREEN, CYAN, RESET = (
+    "\033[2m",
+    "\033[1m",
+    "\033[31m",
+    "\033[32m",
+    "\033[36m",
+    "\033[0m",
+)
 SHELLS = frozenset({"bash", "sh", "zsh"})
+FOLD_LINES = 12
+THINKING = frozenset({"task_started", "turn_complete", "exec_command_end", "patch_apply_end"})
 
 
 def display_command(argv: tuple[str, ...] | list[str]) -> str:
@@ -38,20 +52,29 @@ def display_command(argv: tuple[str, ...] | list[str]) -> str:
 
 
 class TerminalRenderer:
-    """Writes events as text: messages stream, reasoning is dimmed, commands show output.
+    """Writes events as text for a person.
 
-    Colour only when the stream is a terminal. Keeps track of whether the
-    cursor sits mid-line so that blocks start on a fresh line.
+    Messages stream as they arrive; reasoning is dimmed; a command shows its
+    first lines of output and then folds the rest; a patch shows a coloured
+    diff; the Task ends with its token usage. Colour and the spinner only on
+    a terminal. Tracks whether the cursor sits mid-line so each block starts
+    on a fresh one.
     """
 
     def __init__(self, out: TextIO = sys.stdout, *, color: bool | None = None) -> None:
         self._out = out
-        self._color = out.isatty() if color is None else color
+        self._tty = out.isatty()
+        self._color = self._tty if color is None else color
         self._mid_line = False
         self._streamed_message = False
-        self.tokens = 0
+        self._shown_lines = 0
+        self._folded_lines = 0
+        self.tokens = TokenCount()
+        self.thinking = False
+        self._spinner: TextIO | None = None  # where a spinner frame is showing
 
     def show(self, msg: EventMsg) -> None:
+        self.thinking = msg.TYPE in THINKING
         if isinstance(msg, AgentReasoningDelta):
             self._write(self._style(msg.delta, DIM))
         elif isinstance(msg, AgentReasoning):
@@ -64,23 +87,78 @@ class TerminalRenderer:
                 self._write(msg.message)
             self._streamed_message = False
             self._newline()
-        elif isinstance(msg, ExecCommandBegin):
+        else:
+            self._show_tool(msg)
+
+    def _show_tool(self, msg: EventMsg) -> None:
+        if isinstance(msg, ExecCommandBegin):
+            self._shown_lines = self._folded_lines = 0
             self._line(self._style(f"$ {display_command(msg.command)}", BOLD))
         elif isinstance(msg, ExecCommandOutputDelta):
-            self._write(msg.chunk.decode("utf-8", errors="replace"))
+            self._output(msg.chunk.decode("utf-8", errors="replace"))
         elif isinstance(msg, ExecCommandEnd):
-            colour = GREEN if msg.exit_code == 0 else RED
-            self._line(self._style(f"exit {msg.exit_code} in {msg.duration_ms} ms", colour))
+            self._end_command(msg)
+        elif isinstance(msg, PatchApplyBegin):
+            self._changes(msg.changes)
+        elif isinstance(msg, PatchApplyEnd):
+            text = msg.stdout if msg.success else f"patch failed: {msg.stderr}"
+            self._line(self._style(text, DIM if msg.success else RED))
         else:
             self._show_status(msg)
 
+    def _output(self, text: str) -> None:
+        """Command output, indented; past FOLD_LINES lines only counted."""
+        for piece in text.splitlines(keepends=True):
+            if self._shown_lines < FOLD_LINES:
+                self._write(("  " if not self._mid_line else "") + piece)
+                if piece.endswith("\n"):
+                    self._shown_lines += 1
+            elif piece.endswith("\n"):
+                self._folded_lines += 1
+
+    def _end_command(self, msg: ExecCommandEnd) -> None:
+        if self._folded_lines:
+            self._line(self._style(f"  … {self._folded_lines} more lines", DIM))
+        colour = GREEN if msg.exit_code == 0 else RED
+        status = "timed out" if msg.status == "timed_out" else f"exit {msg.exit_code}"
+        self._line(self._style(f"{status} in {msg.duration_ms} ms", colour))
+
+    def _changes(self, changes: dict[str, FileChange]) -> None:
+        for path, change in changes.items():
+            self._line(self._style(f"{change.TYPE} {path}", BOLD))
+            if isinstance(change, UpdateChange):
+                self._diff(change.unified_diff)
+            else:
+                prefix = "+" if change.TYPE == "add" else "-"
+                body = "".join(f"{prefix}{line}\n" for line in change.content.splitlines())
+                self._diff(body)
+
+    def _diff(self, diff: str) -> None:
+        for line in diff.splitlines():
+            if line.startswith(("+++", "---")):
+                self._line(self._style(line, BOLD))
+            elif line.startswith("+"):
+                self._line(self._style(line, GREEN))
+            elif line.startswith("-"):
+                self._line(self._style(line, RED))
+            elif line.startswith("@@"):
+                self._line(self._style(line, CYAN))
+            else:
+                self._line(line)
+
     def _show_status(self, msg: EventMsg) -> None:
         if isinstance(msg, TokenCount):
-            self.tokens += msg.total_tokens
-        elif isinstance(msg, StreamError):
-            self._line(
-                self._style(f"retrying ({msg.attempt}/{msg.max_attempts}): {msg.message}", DIM)
+            t = self.tokens
+            self.tokens = TokenCount(
+                t.input_tokens + msg.input_tokens,
+                t.cached_input_tokens + msg.cached_input_tokens,
+                t.output_tokens + msg.output_tokens,
+                t.reasoning_output_tokens + msg.reasoning_output_tokens,
+                t.total_tokens + msg.total_tokens,
             )
+        elif isinstance(msg, StreamError):
+            text = f"retrying ({msg.attempt}/{msg.max_attempts}): {msg.message}"
+            self._line(self._style(text, DIM))
         elif isinstance(msg, WarningEvent):
             self._line(self._style(f"warning: {msg.message}", RED))
         elif isinstance(msg, ErrorEvent):
@@ -88,21 +166,54 @@ class TerminalRenderer:
         elif isinstance(msg, TurnAborted):
             self._line(self._style(f"aborted: {msg.reason}", RED))
         elif isinstance(msg, TaskComplete):
-            self._line(self._style(f"task complete ({self.tokens} tokens)", DIM))
+            self._line(self._style(f"done · {self.usage()}", DIM))
 
-    def approval_prompt(self, request: ExecApprovalRequest) -> str:
+    def usage(self) -> str:
+        t = self.tokens
+        return (
+            f"tokens: {t.total_tokens} total ({t.input_tokens} in, "
+            f"{t.cached_input_tokens} cached, {t.output_tokens} out, "
+            f"{t.reasoning_output_tokens} reasoning)"
+        )
+
+    def approval_prompt(self, request: ExecApprovalRequest | ApplyPatchApprovalRequest) -> str:
         self._newline()
         why = f" ({request.reason})" if request.reason else ""
-        return (
-            f"Run {self._style(display_command(request.command), BOLD)} in {request.cwd}{why}?\n"
-            "  [y]es / [a]lways this session / [n]o / a[b]ort: "
-        )
+        if isinstance(request, ExecApprovalRequest):
+            what = f"Run {self._style(display_command(request.command), BOLD)} in {request.cwd}"
+        else:
+            what = f"Apply this patch to {len(request.changes)} file(s)"
+        return f"{what}{why}?\n  [y]es / [a]lways this session / [n]o / a[b]ort: "
+
+    async def spin(self, err: TextIO = sys.stderr) -> None:
+        """Show a spinner on ``err`` while the model is thinking (terminals only)."""
+        if not (self._tty and err.isatty()):
+            return
+        frames = itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+        try:
+            while True:
+                if self.thinking and not self._mid_line:
+                    err.write(f"\r{next(frames)} thinking")
+                    err.flush()
+                    self._spinner = err
+                else:
+                    self._clear_spinner()
+                await asyncio.sleep(0.1)
+        finally:
+            self._clear_spinner()
+
+    def _clear_spinner(self) -> None:
+        if self._spinner is not None:
+            self._spinner.write("\r\033[K")
+            self._spinner.flush()
+            self._spinner = None
 
     def _style(self, text: str, style: str) -> str:
         return f"{style}{text}{RESET}" if self._color else text
 
     def _write(self, text: str) -> None:
         if text:
+            self._clear_spinner()
             self._out.write(text)
             self._out.flush()
             self._mid_line = not text.endswith("\n")

@@ -1,0 +1,228 @@
+"""``codexcore exec``: run one Task in the terminal.
+
+Human output by default: streamed message text, dimmed reasoning, each command
+with its exit code and folded output, each patch as a coloured diff, a spinner
+while the model thinks, token usage at the end. ``--json`` prints the native
+events as JSONL instead. Approvals are asked at the terminal; with no terminal
+a request that needs a person ends the Task with a clear message instead of
+hanging. Ctrl-C interrupts the running Task; a second Ctrl-C exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+from ._render import TerminalRenderer
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+ANSWERS = {"y": "approved", "a": "approved_for_session", "n": "denied", "b": "abort"}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "exec",
+        help="run one Task in the terminal",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  codexcore exec "why does the test in tests/test_io.py fail?"
+  git diff | codexcore exec --approval-policy never --sandbox read-only
+  codexcore exec --json "list the TODOs" > events.jsonl
+  codexcore exec --resume 0b6f…  "now fix the second one"
+  codexcore exec --fork 0b6f…@resp_123  "try another approach"
+
+exit codes: 0 task complete, 1 error, 2 usage, 3 aborted,
+            4 an approval was needed with no terminal to ask, 130 Ctrl-C""",
+    )
+    parser.add_argument("prompt", nargs="?", help="the prompt (default: read stdin)")
+    parser.add_argument("--json", action="store_true", help="print events as JSON lines")
+    parser.add_argument("--resume", metavar="SESSION", help="continue a recorded session")
+    parser.add_argument(
+        "--fork", metavar="SESSION@RESPONSE_ID", help="branch a recorded session at a response"
+    )
+    parser.add_argument("--ephemeral", action="store_true", help="record nothing")
+    add_settings_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags every engine-running command shares; they win over config and env."""
+    parser.add_argument("--profile", help="a profile from config.toml")
+    parser.add_argument("-m", "--model", help="the model to use")
+    parser.add_argument(
+        "--approval-policy", choices=("untrusted", "on-failure", "on-request", "never")
+    )
+    parser.add_argument("--sandbox", choices=("read-only", "workspace-write", "danger-full-access"))
+    parser.add_argument("--history-mode", choices=("server", "client"))
+    parser.add_argument("-C", "--cd", metavar="DIR", help="the working directory")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.resume and args.fork:
+        print("codexcore exec: --resume and --fork exclude each other", file=sys.stderr)
+        return EXIT_USAGE
+    if args.fork and "@" not in args.fork:
+        print("codexcore exec: --fork takes SESSION@RESPONSE_ID", file=sys.stderr)
+        return EXIT_USAGE
+    prompt = args.prompt if args.prompt is not None else sys.stdin.read()
+    if not prompt.strip():
+        print("codexcore exec: no prompt (give one, or pipe it on stdin)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        config = engine_config(args)
+    except ValueError as exc:  # a configuration error names the file, key and allowed values
+        print(f"codexcore: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # A person can answer only if stdin is a terminal the prompt did not come from.
+    interactive = args.prompt is not None and sys.stdin.isatty() and not args.json
+    return asyncio.run(_ExecRun(args, config, prompt, interactive).main())
+
+
+def engine_config(args: argparse.Namespace) -> Any:
+    """The EngineConfig for these flags, over the environment, profile and config.toml."""
+    from ..config import load_settings
+
+    overrides = {
+        key: value
+        for key, value in {
+            "model": args.model,
+            "approval_policy": args.approval_policy,
+            "sandbox_mode": args.sandbox,
+            "history_mode": args.history_mode,
+        }.items()
+        if value is not None
+    }
+    loaded = load_settings(profile=args.profile, overrides=overrides)
+    for warning in loaded.warnings:
+        print(f"codexcore: warning: {warning}", file=sys.stderr)
+    cwd = os.path.abspath(args.cd or os.getcwd())
+    changes = {"ephemeral": True} if getattr(args, "ephemeral", False) else {}
+    return loaded.settings.engine_config(cwd=cwd, **changes)
+
+
+class _ExecRun:
+    """One ``codexcore exec``: the engine, the renderer, approvals and Ctrl-C."""
+
+    def __init__(
+        self, args: argparse.Namespace, config: Any, prompt: str, interactive: bool
+    ) -> None:
+        self.args, self.config, self.prompt, self.interactive = args, config, prompt, interactive
+        self.renderer = TerminalRenderer()
+        self.interrupts = 0
+        self.exit_code = EXIT_ERROR
+        self._interrupting: asyncio.Future[str] | None = None
+
+    async def main(self) -> int:
+        from .. import Codex
+
+        async with Codex(self.config) as codex:
+            self.codex = codex
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
+            spinner = asyncio.create_task(self.renderer.spin()) if not self.args.json else None
+            try:
+                if await self._open_session():
+                    await self._run_task()
+            finally:
+                loop.remove_signal_handler(signal.SIGINT)
+                if spinner is not None:
+                    spinner.cancel()
+                    await asyncio.gather(spinner, return_exceptions=True)
+        return self.exit_code
+
+    def _on_interrupt(self) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1:
+            from ..protocol import Interrupt
+
+            print("\n(interrupting; press Ctrl-C again to quit)", file=sys.stderr)
+            # Kept: a task nobody references may be collected before it runs.
+            self._interrupting = asyncio.ensure_future(self.codex.submit(Interrupt()))
+        else:
+            os._exit(EXIT_INTERRUPTED)  # a person asked twice: leave now
+
+    async def _open_session(self) -> bool:
+        from ..protocol import ForkSession, ResumeSession, SessionConfigured
+
+        if self.args.resume:
+            op: Any = ResumeSession(self.args.resume)
+        elif self.args.fork:
+            session_id, response_id = self.args.fork.split("@", 1)
+            op = ForkSession(session_id, response_id)
+        else:
+            return True
+        sub_id = await self.codex.submit(op)
+        async for event in self.codex.events():
+            self._print(event)
+            if event.id == sub_id:
+                return isinstance(event.msg, SessionConfigured)
+        return False
+
+    async def _run_task(self) -> None:
+        from ..protocol import TERMINAL_EVENT_TYPES, TextInput, UserInput
+
+        sub_id = await self.codex.submit(UserInput((TextInput(self.prompt),)))
+        async for event in self.codex.events():
+            self._print(event)
+            await self._answer_if_asked(event.msg)
+            if event.id == sub_id and event.msg.TYPE in TERMINAL_EVENT_TYPES:
+                self.exit_code = self._exit_code_for(event.msg)
+                return
+
+    def _exit_code_for(self, msg: Any) -> int:
+        if msg.TYPE == "task_complete":
+            return EXIT_OK
+        if msg.TYPE == "turn_aborted":
+            if self.exit_code == EXIT_NEEDS_PERSON:
+                return EXIT_NEEDS_PERSON
+            return EXIT_INTERRUPTED if self.interrupts else EXIT_ABORTED
+        return EXIT_ERROR
+
+    def _print(self, event: Any) -> None:
+        if self.args.json:
+            from ..protocol import encode_event
+
+            sys.stdout.buffer.write(encode_event(event) + b"\n")
+            sys.stdout.buffer.flush()
+        elif event.msg.TYPE != "session_configured":
+            self.renderer.show(event.msg)
+
+    async def _answer_if_asked(self, msg: Any) -> None:
+        from ..protocol import (
+            ApplyPatchApprovalRequest,
+            ExecApproval,
+            ExecApprovalRequest,
+            PatchApproval,
+        )
+
+        if not isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+            return
+        if self.interactive:
+            decision = await self._ask(self.renderer.approval_prompt(msg))
+        else:
+            print(
+                f"codexcore: approval needed ({msg.TYPE}, call {msg.call_id}) but there is no "
+                "terminal to ask; rerun in a terminal or choose another --approval-policy",
+                file=sys.stderr,
+            )
+            self.exit_code = EXIT_NEEDS_PERSON
+            decision = "abort"
+        reply: Any = ExecApproval if isinstance(msg, ExecApprovalRequest) else PatchApproval
+        await self.codex.submit(reply(msg.call_id, decision))
+
+    async def _ask(self, prompt: str) -> str:
+        print(prompt, end="", flush=True)
+        while True:
+            line = await asyncio.to_thread(sys.stdin.readline)
+            if not line:
+                return "abort"
+            answer = ANSWERS.get(line.strip().lower()[:1])
+            if answer is not None:
+                return answer
+            print("  please answer y, a, n or b: ", end="", flush=True)
