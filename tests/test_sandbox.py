@@ -176,15 +176,23 @@ def test_workspace_write_to_declared_root(
 
 
 def test_workspace_tmp_is_private(run: Runner, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Writes to /tmp stay inside; what the host keeps in /tmp is readable, never writable."""
     cwd = tmp_path_factory.mktemp("cwd")
     sibling = tmp_path_factory.mktemp("sibling")
-    (sibling / "host-file").write_text("secret")
+    (sibling / "host-file").write_text("host data")
     inside_name = f"/tmp/codexcore-sandbox-{uuid.uuid4().hex}"
-    script = f"echo x > {inside_name} && cat {inside_name} && test ! -e '{sibling}/host-file'"
+    script = (
+        f"echo x > {inside_name} && cat {inside_name} && cat '{sibling}/host-file' && "
+        f"! (echo changed > '{sibling}/host-file') 2>/dev/null && "
+        f"! touch '{sibling}/new-file' 2>/dev/null"
+    )
     try:
         result = run(sh(script), WORKSPACE, cwd)
         assert result.returncode == 0, result.stdout
+        assert "host data" in result.stdout
         assert not Path(inside_name).exists()
+        assert (sibling / "host-file").read_text() == "host data"
+        assert not (sibling / "new-file").exists()
     finally:
         Path(inside_name).unlink(missing_ok=True)
 

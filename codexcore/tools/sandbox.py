@@ -195,12 +195,36 @@ def _workspace_mounts(spec: SandboxSpec, cwd: str) -> list[str]:
     """The private /tmp, then the writable binds, then read-only ``.git`` on top."""
     # The tmpfs comes first so a cwd or root under /tmp, bound afterwards,
     # stays visible (bwrap takes bind sources from the host's view).
-    mounts = ["--tmpfs", "/tmp"]
+    mounts = ["--tmpfs", "/tmp", *_host_tmp_read_only()]
     roots = _writable_roots(spec, cwd)
     for root in roots:
         mounts += ["--bind", root, root]
     for git_path in _protected_git_paths(roots):
         mounts += ["--ro-bind", git_path, git_path]
+    return mounts
+
+
+MAX_TMP_ENTRIES: Final = 512
+
+
+def _host_tmp_read_only() -> list[str]:
+    """Bind what the host's /tmp holds back into the private /tmp, read-only.
+
+    A one-level overlay (bwrap before 0.9 has none): a program or a virtual
+    environment that lives under /tmp still runs, nothing the host keeps
+    there can be changed, and whatever the command writes into /tmp itself
+    stays private. Entries made after the command starts are not seen.
+    """
+    try:
+        entries = sorted(os.scandir("/tmp"), key=lambda entry: entry.name)[:MAX_TMP_ENTRIES]
+    except OSError:
+        return []
+    mounts: list[str] = []
+    for entry in entries:
+        if entry.is_symlink():
+            mounts += ["--symlink", os.readlink(entry.path), entry.path]
+        else:
+            mounts += ["--ro-bind-try", entry.path, entry.path]
     return mounts
 
 
