@@ -11,13 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 DEMO_COMMAND = ["bash", "-lc", "echo 'hello from a real subprocess' && uname -sm && ls"]
-ANSWERS = {"y": "approved", "a": "approved_for_session", "n": "denied", "b": "abort"}
 
 
 def register(subparsers: Any) -> None:
@@ -100,16 +98,9 @@ async def _demo(workspace: str, *, auto_approve: bool) -> int:
 
 
 async def _ask(prompt: str, auto_approve: bool) -> Any:
-    print(prompt, end="", flush=True)
+    from ._render import ask_decision
+
     if auto_approve:
-        print("y (--yes)")
+        print(prompt + "y (--yes)")
         return "approved"
-    while True:
-        line = await asyncio.to_thread(sys.stdin.readline)
-        if not line:  # no one to ask: the safe answer
-            print("\n(no answer: denied)")
-            return "denied"
-        answer = ANSWERS.get(line.strip().lower()[:1])
-        if answer is not None:
-            return answer
-        print("  please answer y, a, n or b: ", end="", flush=True)
+    return await ask_decision(prompt, at_eof="denied")  # no one to ask: the safe answer

@@ -17,11 +17,10 @@ import signal
 import sys
 from typing import Any
 
-from ._render import TerminalRenderer
+from ._render import TerminalRenderer, ask_decision
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
-ANSWERS = {"y": "approved", "a": "approved_for_session", "n": "denied", "b": "abort"}
 
 
 def register(subparsers: Any) -> None:
@@ -204,7 +203,7 @@ class _ExecRun:
         if not isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             return
         if self.interactive:
-            decision = await self._ask(self.renderer.approval_prompt(msg))
+            decision = await ask_decision(self.renderer.approval_prompt(msg), at_eof="abort")
         else:
             print(
                 f"codexcore: approval needed ({msg.TYPE}, call {msg.call_id}) but there is no "
@@ -215,14 +214,3 @@ class _ExecRun:
             decision = "abort"
         reply: Any = ExecApproval if isinstance(msg, ExecApprovalRequest) else PatchApproval
         await self.codex.submit(reply(msg.call_id, decision))
-
-    async def _ask(self, prompt: str) -> str:
-        print(prompt, end="", flush=True)
-        while True:
-            line = await asyncio.to_thread(sys.stdin.readline)
-            if not line:
-                return "abort"
-            answer = ANSWERS.get(line.strip().lower()[:1])
-            if answer is not None:
-                return answer
-            print("  please answer y, a, n or b: ", end="", flush=True)

@@ -23,6 +23,7 @@ from ..protocol import (
     FileChange,
     PatchApplyBegin,
     PatchApplyEnd,
+    ReviewDecision,
     StreamError,
     TaskComplete,
     TokenCount,
@@ -42,6 +43,28 @@ DIM, BOLD, RED, GREEN, CYAN, RESET = (
 SHELLS = frozenset({"bash", "sh", "zsh"})
 FOLD_LINES = 12
 THINKING = frozenset({"task_started", "turn_complete", "exec_command_end", "patch_apply_end"})
+
+
+ANSWERS: dict[str, ReviewDecision] = {
+    "y": "approved",
+    "a": "approved_for_session",
+    "n": "denied",
+    "b": "abort",
+}
+
+
+async def ask_decision(prompt: str, *, at_eof: ReviewDecision) -> ReviewDecision:
+    """Ask on the terminal until the answer is y, a, n or b; ``at_eof`` when stdin ends."""
+    print(prompt, end="", flush=True)
+    while True:
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            print(f"\n(no answer: {at_eof})")
+            return at_eof
+        answer = ANSWERS.get(line.strip().lower()[:1])
+        if answer is not None:
+            return answer
+        print("  please answer y, a, n or b: ", end="", flush=True)
 
 
 def display_command(argv: tuple[str, ...] | list[str]) -> str:
