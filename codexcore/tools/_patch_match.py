@@ -60,13 +60,29 @@ def seek_lines(
     candidates = range(max(start, last) if at_end else start, last + 1)
     if not candidates:
         return None
+    window = list(lines[candidates.start : candidates.stop - 1 + size])
     for key in MATCH_LEVELS:
+        # Only the lines still in range are keyed, and only for a lenient
+        # level: the exact pass costs a C-level scan for the first line.
         wanted = [key(line) for line in pattern]
-        keyed = [key(line) for line in lines]
-        for index in candidates:
-            if keyed[index : index + size] == wanted:
-                return index
+        keyed = window if key is _exact else [key(line) for line in window]
+        found = _find_run(keyed, wanted, len(candidates))
+        if found is not None:
+            return candidates.start + found
     return None
+
+
+def _find_run(keyed: list[str], wanted: list[str], starts: int) -> int | None:
+    """The first ``i < starts`` with ``keyed[i : i + len(wanted)] == wanted``."""
+    i = 0
+    while True:
+        try:
+            i = keyed.index(wanted[0], i, starts)
+        except ValueError:
+            return None
+        if keyed[i : i + len(wanted)] == wanted:
+            return i
+        i += 1
 
 
 @attrs.frozen

@@ -195,8 +195,8 @@ def _workspace_mounts(spec: SandboxSpec, cwd: str) -> list[str]:
     """The private /tmp, then the writable binds, then read-only ``.git`` on top."""
     # The tmpfs comes first so a cwd or root under /tmp, bound afterwards,
     # stays visible (bwrap takes bind sources from the host's view).
-    mounts = ["--tmpfs", "/tmp", *_host_tmp_read_only()]
     roots = _writable_roots(spec, cwd)
+    mounts = _private_tmp(roots)
     for root in roots:
         mounts += ["--bind", root, root]
     for git_path in _protected_git_paths(roots):
@@ -205,26 +205,41 @@ def _workspace_mounts(spec: SandboxSpec, cwd: str) -> list[str]:
 
 
 MAX_TMP_ENTRIES: Final = 512
+HOST_TMP: Final = "/tmp/.codexcore-host-tmp"
+"""Where the host's /tmp shows, read-only, inside the private /tmp."""
 
 
-def _host_tmp_read_only() -> list[str]:
-    """Bind what the host's /tmp holds back into the private /tmp, read-only.
+def _private_tmp(roots: Sequence[str]) -> list[str]:
+    """A private /tmp through which the host's /tmp stays readable.
 
-    A one-level overlay (bwrap before 0.9 has none): a program or a virtual
-    environment that lives under /tmp still runs, nothing the host keeps
-    there can be changed, and whatever the command writes into /tmp itself
-    stays private. Entries made after the command starts are not seen.
+    A fresh tmpfs would hide everything the host keeps under /tmp, including
+    a program or virtual environment living there. bwrap before 0.9 has no
+    overlay, so: the host's /tmp is bound once, read-only, at ``HOST_TMP``,
+    and each of its entries appears in the private /tmp as a symlink into it
+    (symlinks cost next to nothing; a bind mount per entry cost ~0.6 ms).
+    Entries on the way to a writable root are real directories instead,
+    mirrored one level deeper, because bwrap binds onto real paths. Writes
+    into /tmp itself stay private; the host's files can be read, never
+    changed. Entries made after the command starts are not seen.
     """
+    mounts = ["--tmpfs", "/tmp", "--ro-bind", "/tmp", HOST_TMP]
+    return mounts + _mirror("/tmp", [r for r in roots if r.startswith("/tmp/")])
+
+
+def _mirror(directory: str, roots: Sequence[str]) -> list[str]:
     try:
-        entries = sorted(os.scandir("/tmp"), key=lambda entry: entry.name)[:MAX_TMP_ENTRIES]
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
     except OSError:
         return []
     mounts: list[str] = []
-    for entry in entries:
-        if entry.is_symlink():
-            mounts += ["--symlink", os.readlink(entry.path), entry.path]
+    for entry in entries[:MAX_TMP_ENTRIES]:
+        path = entry.path
+        if path == HOST_TMP or path in roots:
+            continue  # a root is bound, writable, after this
+        if entry.is_dir(follow_symlinks=False) and any(r.startswith(path + "/") for r in roots):
+            mounts += ["--dir", path, *_mirror(path, roots)]
         else:
-            mounts += ["--ro-bind-try", entry.path, entry.path]
+            mounts += ["--symlink", HOST_TMP + path.removeprefix("/tmp"), path]
     return mounts
 
 
