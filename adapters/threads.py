@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import queue
 import threading
@@ -165,7 +166,10 @@ class CodexThread:
             if self._thread is None or self._loop is None:
                 return
             if not self._stopped.done():
-                self._loop.call_soon_threadsafe(self._codex.request_close)
+                # The engine may finish (and its loop close) between the check
+                # and the call: then there is nothing left to ask.
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(self._codex.request_close)
             self._stopped.result(timeout)
             self._thread.join(timeout)
             if self._delivery is not None:

@@ -611,3 +611,30 @@ async def test_tasks_never_overlap_even_when_the_event_queue_is_full(tmp_path: P
             await asyncio.sleep(0)  # let the Task run until the full queue stops it
         await ui.until(p.TaskComplete, id="t29")
         ui.check_invariants()
+
+
+async def test_closing_before_the_dispatcher_ever_ran(tmp_path: Path) -> None:
+    """request_close() right after start(), with no yield between, must not hang."""
+    codex = Codex(engine_config(tmp_path), transport=ScriptedModel([]).mock_transport())
+    await codex.start()
+    codex.request_close()
+    async with asyncio.timeout(5):
+        await codex.aclose()
+    with pytest.raises(Exception, match="shut down"):
+        await codex.submit(say("too late"))
+
+
+async def test_commands_never_see_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command's output reaches the model, the rollout and every UI: no keys in it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    monkeypatch.setenv("CODEXCORE_TOKEN", "server-token")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    model = ScriptedModel([shell_call(["env"], call_id="c1"), text_response("ok")])
+    async with running_engine(model, tmp_path, approval_policy="never") as ui:
+        await ui.submit(say("print the environment"))
+        await ui.until(p.TaskComplete)
+    output = ui.of(p.ExecCommandEnd)[0].stdout
+    assert "HARMLESS_SETTING=visible" in output
+    for secret in ("sk-very-secret", "server-token", "aws-secret"):
+        assert secret not in output

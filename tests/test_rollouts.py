@@ -57,6 +57,9 @@ async def test_every_event_is_recorded_before_the_ui_sees_it(tmp_path: Path) -> 
     recorded = [e.msg for e in read_events(path)]
     assert recorded == [*(e.msg for e in ui.events), p.ShutdownComplete()]
     assert path.stat().st_mode & 0o777 == 0o600
+    for directory in (default_home(), *path.relative_to(default_home()).parents):
+        here = default_home() / directory
+        assert here.stat().st_mode & 0o777 == 0o700, here
 
 
 async def test_ephemeral_sessions_write_nothing(tmp_path: Path) -> None:

@@ -140,3 +140,15 @@ def test_close_is_idempotent_and_kills_a_running_command(tmp_path: Path) -> None
     codex.close()
     codex.close()
     assert _engine_threads() == []
+
+
+def test_close_after_reading_to_the_end_never_races(tmp_path: Path) -> None:
+    """Submit shutdown, read to the end, then close: the engine's loop may already
+    be closing when close() runs. Repeated, since the window is small."""
+    for _ in range(15):
+        with CodexThread(
+            engine_config(tmp_path), transport=ScriptedModel([]).mock_transport()
+        ) as codex:
+            codex.submit(Shutdown())
+            assert [e.msg.TYPE for e in codex][-1] == "shutdown_complete"
+    assert _engine_threads() == []

@@ -175,6 +175,8 @@ class Codex:
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
         self._discarding = False
+        self._dispatching = False
+        self._close_requested = False
         acks = self.config.acknowledge_submissions
         self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
 
@@ -217,7 +219,10 @@ class Codex:
         queue = self.event_queue.async_q
         if queue.full():
             queue.get_nowait()
-        if self._dispatcher is not None and not self._dispatcher.done():
+        self._close_requested = True
+        # Cancelling a task before its first step skips its try/finally, so a
+        # dispatcher that has not run yet finds the request when it starts.
+        if self._dispatcher is not None and self._dispatching:
             self._dispatcher.cancel()
 
     async def wait_finished(self) -> None:
@@ -276,7 +281,10 @@ class Codex:
         return State.RUNNING if self._session.running else State.IDLE
 
     async def _dispatch_forever(self) -> None:
+        self._dispatching = True
         try:
+            if self._close_requested:
+                raise asyncio.CancelledError
             while not self._closed:
                 await self._dispatch(await self.submission_queue.async_q.get())
         except asyncio.CancelledError:

@@ -47,7 +47,7 @@ class RolloutWriter:
     """Appends records to one session's rollout file."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _make_private_dirs(path.parent)
         self.path = path
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
@@ -74,6 +74,20 @@ class RolloutWriter:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and any missing parents, each readable by its owner only.
+
+    ``mkdir(parents=True, mode=…)`` applies the mode to the last level only.
+    Directories that already exist keep their modes.
+    """
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
 
 
 def config_record(config: SessionConfig) -> dict[str, Any]:

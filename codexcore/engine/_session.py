@@ -67,7 +67,7 @@ class Session:
         self.sandbox = sandbox
 
     def client(self) -> ModelClient:
-        return self._clients.get(self.config.base_url)
+        return self._clients.get(self.config.base_url, self.id)
 
     def reconfigure(self, config: SessionConfig) -> None:
         self.config = config

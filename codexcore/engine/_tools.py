@@ -33,6 +33,7 @@ from ..protocol import (
     UpdateChange,
 )
 from ..tools import apply_patch as patches
+from ..tools.environment import command_environment
 from ..tools.exec import ExecResult, run_command
 from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
@@ -200,7 +201,11 @@ class ToolRouter:
                 argv, self._spec, call.cwd, bwrap=self._sandbox.executable or "bwrap"
             )
         result = await run_command(
-            argv, cwd=call.cwd, timeout_ms=call.timeout_ms, on_output=on_output
+            argv,
+            cwd=call.cwd,
+            timeout_ms=call.timeout_ms,
+            on_output=on_output,
+            env=command_environment(),
         )
         await self._emit(
             ExecCommandEnd(

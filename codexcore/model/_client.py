@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from types import TracebackType
@@ -42,7 +43,8 @@ class ModelClient:
     servers need none). ``headers`` are added to every request and win over
     the defaults. ``stream_idle_timeout`` is how long a stream may stay silent
     before the attempt counts as failed. ``transport`` replaces the network,
-    e.g. with ``httpx.MockTransport`` in tests.
+    e.g. with ``httpx.MockTransport`` in tests. ``verify`` is httpx's: pass
+    one ``ssl.SSLContext`` to many clients to load the CA bundle only once.
 
     One HTTP connection pool serves all requests; close it with ``aclose()``
     or by using the client as an async context manager.
@@ -59,6 +61,7 @@ class ModelClient:
         stream_idle_timeout: float = 300.0,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         if stream_idle_timeout <= 0:
             raise ValueError(f"stream_idle_timeout must be positive, not {stream_idle_timeout!r}")
@@ -77,6 +80,7 @@ class ModelClient:
             headers={**default_headers, **(headers or {})},
             timeout=httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT),
             transport=transport,
+            verify=verify,
         )
 
     def __repr__(self) -> str:
