@@ -204,7 +204,7 @@ def _workspace_mounts(spec: SandboxSpec, cwd: str) -> list[str]:
     return mounts
 
 
-MAX_TMP_ENTRIES: Final = 512
+MAX_TMP_ENTRIES: Final = 4096
 HOST_TMP: Final = "/tmp/.codexcore-host-tmp"
 """Where the host's /tmp shows, read-only, inside the private /tmp."""
 
@@ -216,28 +216,23 @@ def _private_tmp(roots: Sequence[str]) -> list[str]:
     a program or virtual environment living there. bwrap before 0.9 has no
     overlay, so: the host's /tmp is bound once, read-only, at ``HOST_TMP``,
     and each of its entries appears in the private /tmp as a symlink into it
-    (symlinks cost next to nothing; a bind mount per entry cost ~0.6 ms).
-    Entries on the way to a writable root are real directories instead,
-    mirrored one level deeper, because bwrap binds onto real paths. Writes
-    into /tmp itself stay private; the host's files can be read, never
-    changed. Entries made after the command starts are not seen.
+    (symlinks cost next to nothing; a bind mount per entry cost ~0.6 ms). An
+    entry on the way to a writable root is bound read-only at its own path
+    instead, since bwrap binds onto real paths; the root is bound writable
+    on top later. Writes into /tmp itself stay private; the host's files can
+    be read, never changed. Entries made after the command starts are not seen.
     """
     mounts = ["--tmpfs", "/tmp", "--ro-bind", "/tmp", HOST_TMP]
-    return mounts + _mirror("/tmp", [r for r in roots if r.startswith("/tmp/")])
-
-
-def _mirror(directory: str, roots: Sequence[str]) -> list[str]:
     try:
-        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        entries = sorted(os.scandir("/tmp"), key=lambda entry: entry.name)
     except OSError:
-        return []
-    mounts: list[str] = []
+        return mounts
     for entry in entries[:MAX_TMP_ENTRIES]:
         path = entry.path
         if path == HOST_TMP or path in roots:
             continue  # a root is bound, writable, after this
         if entry.is_dir(follow_symlinks=False) and any(r.startswith(path + "/") for r in roots):
-            mounts += ["--dir", path, *_mirror(path, roots)]
+            mounts += ["--ro-bind", path, path]
         else:
             mounts += ["--symlink", HOST_TMP + path.removeprefix("/tmp"), path]
     return mounts
