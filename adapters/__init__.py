@@ -1,1 +1,60 @@
-"""Adapters that carry the Submission/Event queue pair across a boundary."""
+"""Adapters that carry the Submission/Event queue pair across a boundary.
+
+- ``codexcore.adapters.threads``: an engine on a background thread, blocking calls.
+- ``codexcore.adapters.stdio``: ``codexcore serve --stdio``, one session for a parent UI.
+- ``codexcore.adapters.tcp`` and ``codexcore.adapters.unix``: socket servers over a
+  :class:`SessionHost`, the transport- and dialect-agnostic home of many sessions.
+
+The wire (framing, handshake, replay, control, backpressure) is described in
+``docs/adapters.md``. Names load on first use, so importing one adapter does
+not import the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._host import (
+        Attachment,
+        HostConfig,
+        HostRefusal,
+        NotAccepted,
+        SessionHost,
+        host_engine_config,
+    )
+    from ._server import shutdown
+
+_LAZY = {
+    "Attachment": "codexcore.adapters._host",
+    "HostConfig": "codexcore.adapters._host",
+    "HostRefusal": "codexcore.adapters._host",
+    "NotAccepted": "codexcore.adapters._host",
+    "SessionHost": "codexcore.adapters._host",
+    "host_engine_config": "codexcore.adapters._host",
+    "shutdown": "codexcore.adapters._server",
+}
+
+__all__ = [
+    "Attachment",
+    "HostConfig",
+    "HostRefusal",
+    "NotAccepted",
+    "SessionHost",
+    "host_engine_config",
+    "shutdown",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'codexcore.adapters' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .._logging import LEVELS, configure_cli_logging
 
-COMMANDS = ("demo", "doctor", "exec", "schema", "sessions")
+COMMANDS = ("demo", "doctor", "exec", "schema", "serve", "sessions")
 
 
 def build_parser() -> argparse.ArgumentParser:

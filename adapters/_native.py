@@ -1,0 +1,353 @@
+"""The native dialect: NDJSON Submissions in, NDJSON Events out, over any byte conduit.
+
+A connection reads lines with the :class:`~._framing.LineReader` and writes
+what its :class:`~._host.Attachment` hands it. Over a socket the first line
+must be a ``hello`` (:func:`serve_connection`); over stdio it may be one
+(:func:`serve_stdio_session`). After that, every line is a submission for
+the engine: a bad one becomes a ``Rejected`` that the engine answers with an
+``error`` event numbered in order with the rest, and the connection goes on.
+
+Two tasks serve a connection: the reader (lines to the engine, waiting while
+the engine's submission queue is full, so a flooding client is slowed down,
+not buffered) and the writer (frames to the conduit, waiting on its drain).
+Whichever ends first ends the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Callable
+from typing import Protocol
+
+from codexcore._logging import get_logger
+from codexcore.engine import Rejected
+from codexcore.protocol import (
+    PROTOCOL_VERSION,
+    Hello,
+    Refused,
+    Shutdown,
+    Submission,
+    SubmissionRejected,
+    Welcome,
+    encode_connection_msg,
+)
+
+from ._framing import Item, LineReader, LineTooLong, decode_line, is_blank
+from ._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
+
+log = get_logger(__name__)
+
+READ_CHUNK = 64 * 1024
+
+
+class Conduit(Protocol):
+    """A bidirectional byte stream, as the dialect needs it."""
+
+    async def read(self) -> bytes:
+        """Up to 64 KiB as it arrives; ``b""`` at end of input (or when the peer is gone)."""
+        ...
+
+    def write(self, data: bytes) -> None: ...
+
+    def write_eof(self) -> None:
+        """Half-close: no more writes, reading goes on (a no-op where unsupported)."""
+        ...
+
+    def pending(self) -> int:
+        """Bytes written but not yet handed to the operating system."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait while the write buffer is above its high-water mark; raises if the peer is gone."""
+        ...
+
+    async def close(self, flush_timeout: float | None) -> None:
+        """Flush everything written, then close (abort after ``flush_timeout`` seconds)."""
+        ...
+
+    def abort(self) -> None:
+        """Close at once, dropping anything unsent."""
+        ...
+
+
+def frame(batch: list[Frame]) -> bytes:
+    """Frames as NDJSON: each event's bytes or connection message, one a line."""
+    parts = [item.data if isinstance(item, Out) else encode_connection_msg(item) for item in batch]
+    parts.append(b"")
+    return b"\n".join(parts)
+
+
+class _Lines:
+    """The lines of a conduit, one at a time, through a bounded :class:`LineReader`."""
+
+    def __init__(self, conduit: Conduit, limit: int) -> None:
+        self._conduit = conduit
+        self._reader = LineReader(limit)
+        self._pending: list[Item] = []
+        self._eof = False
+
+    async def next(self) -> Item | None:
+        """The next line or over-long marker; None at end of input."""
+        while not self._pending:
+            if self._eof:
+                return None
+            data = await self._conduit.read()
+            if data:
+                self._pending = self._reader.feed(data)
+            else:
+                self._eof = True
+                self._pending = self._reader.finish()
+            self._pending.reverse()
+        return self._pending.pop()
+
+    async def next_nonblank(self) -> Item | None:
+        while True:
+            item = await self.next()
+            if item is None or isinstance(item, LineTooLong) or not is_blank(item):
+                return item
+
+
+REFUSAL_LINGER = 2.0
+"""After a refusal, how long the client's further input is read and discarded."""
+
+
+async def _refuse(
+    conduit: Conduit, code: str, message: str, flush_timeout: float | None, *, linger: bool = True
+) -> None:
+    """Write one ``refused`` line and close so that the client surely reads it.
+
+    Closing a socket whose input was not read makes the kernel send a reset,
+    which can destroy the line before the client reads it. So the server
+    half-closes, then reads and discards what the client still sends (its
+    hello, pipelined submissions) until it closes too, or for a moment.
+    """
+    log.info("connection refused", code=code)
+    conduit.write(encode_connection_msg(Refused(code, message)) + b"\n")
+    if linger:
+        conduit.write_eof()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(REFUSAL_LINGER):
+                while await conduit.read():
+                    pass
+    await conduit.close(flush_timeout)
+
+
+def _check_hello(item: Item | None, limit: int) -> Hello | HostRefusal:
+    if isinstance(item, LineTooLong):
+        return HostRefusal("bad_hello", f"the hello line is longer than {limit} bytes")
+    decoded = decode_line(item or b"")
+    if isinstance(decoded, Rejected):
+        return HostRefusal("bad_hello", f"the first line must be a hello: {decoded.message}")
+    if isinstance(decoded, Submission):
+        return HostRefusal("bad_hello", "the first line must be a hello, not a submission")
+    if decoded.protocol_version != PROTOCOL_VERSION:
+        return HostRefusal(
+            "unsupported_version",
+            f"protocol version {decoded.protocol_version} is not supported "
+            f"(this server speaks {PROTOCOL_VERSION})",
+        )
+    return decoded
+
+
+async def serve_connection(
+    host: SessionHost,
+    conduit: Conduit,
+    *,
+    peer_problem: str | None = None,
+    on_attached: Callable[[], None] | None = None,
+) -> None:
+    """Serve one socket connection: handshake, then submissions in and events out.
+
+    ``peer_problem`` refuses the client at once (``unauthorized``), e.g. for
+    a Unix peer of another user. ``on_attached`` is called once the client
+    is attached (the server stops treating it as a handshake in progress).
+    """
+    config = host.config
+    try:
+        host.open_connection()
+    except HostRefusal as exc:
+        await _refuse(conduit, exc.code, exc.message, config.stuck_timeout)
+        return
+    try:
+        if peer_problem is not None:
+            await _refuse(conduit, "unauthorized", peer_problem, config.stuck_timeout)
+            return
+        lines = _Lines(conduit, config.max_line_bytes)
+        try:
+            async with asyncio.timeout(config.handshake_timeout):
+                first = await lines.next_nonblank()
+        except TimeoutError:
+            await _refuse(
+                conduit,
+                "handshake_timeout",
+                f"no hello within {config.handshake_timeout} seconds",
+                config.stuck_timeout,
+            )
+            return
+        if first is None:
+            conduit.abort()
+            return
+        hello = _check_hello(first, config.max_line_bytes)
+        try:
+            if isinstance(hello, HostRefusal):
+                raise hello
+            attachment = await host.attach(
+                token=hello.token,
+                session_id=hello.session_id,
+                last_seq=hello.last_seq,
+                control=hello.control,
+            )
+        except HostRefusal as exc:
+            await _refuse(conduit, exc.code, exc.message, config.stuck_timeout)
+            return
+        if on_attached is not None:
+            on_attached()
+        log.info(
+            "client attached",
+            session=attachment.session_id,
+            client=hello.client.name,
+            resumed=attachment.resumed,
+        )
+        await run_attachment(
+            conduit, attachment, lines, host.welcome(attachment), config.stuck_timeout
+        )
+    finally:
+        host.close_connection()
+
+
+async def serve_stdio_session(host: SessionHost, conduit: Conduit) -> int:
+    """Serve the one session of ``codexcore serve --stdio``; returns the exit code.
+
+    The handshake is optional: a first line that is a ``hello`` is answered
+    with ``welcome`` (its token is not checked: the parent that spawned us is
+    trusted), anything else is the first submission. At end of input the
+    session is shut down with a ``shutdown`` submission of the server's own
+    (id ``eof-…``), so every event up to ``shutdown_complete`` is written.
+    """
+    attachment = await host.attach(token=None, lossless=True)
+    lines = _Lines(conduit, host.config.max_line_bytes)
+    first = await lines.next_nonblank()
+    welcome: Welcome | None = None
+    if first is not None and not isinstance(first, LineTooLong):
+        decoded = decode_line(first)
+        if isinstance(decoded, Hello) or (
+            isinstance(decoded, Rejected) and decoded.code == "bad_hello"
+        ):
+            hello = _check_hello(first, host.config.max_line_bytes)
+            if isinstance(hello, Hello) and hello.session_id is not None:
+                hello = HostRefusal("unknown_session", "stdio serves one new session")
+            if isinstance(hello, HostRefusal):
+                attachment.detach()
+                host.end_session(attachment.session_id)
+                await _refuse(conduit, hello.code, hello.message, None, linger=False)
+                return 2
+            welcome = host.welcome(attachment)
+            first = None
+    ok = await run_attachment(conduit, attachment, lines, welcome, None, first=first, stdio=True)
+    return 0 if ok else 1
+
+
+async def run_attachment(
+    conduit: Conduit,
+    attachment: Attachment,
+    lines: _Lines,
+    welcome: Welcome | None,
+    stuck_timeout: float | None,
+    *,
+    first: Item | None = None,
+    stdio: bool = False,
+) -> bool:
+    """Run the reader and the writer of an attached connection until it is over.
+
+    Returns False when the connection was lost or dropped rather than closed
+    in good order.
+    """
+    if welcome is not None:
+        conduit.write(encode_connection_msg(welcome) + b"\n")
+    writer = asyncio.create_task(_write(conduit, attachment, stuck_timeout))
+    reader = asyncio.create_task(_read(lines, attachment, first, stdio))
+    try:
+        await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
+        if reader.done() and not writer.done():
+            if reader.exception() is not None or not stdio:
+                attachment.detach()  # a socket client that leaves detaches; the session goes on
+            await writer
+    finally:
+        for task in (reader, writer):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    if reader.done() and not reader.cancelled() and reader.exception() is not None:
+        log.warning("connection reader failed", exc_info=reader.exception())
+    return writer.result()
+
+
+async def _read(lines: _Lines, attachment: Attachment, first: Item | None, stdio: bool) -> None:
+    limit = lines._reader.limit
+    item = first if first is not None else await lines.next()
+    while item is not None:
+        await _handle(attachment, item, limit)
+        item = await lines.next()
+    if stdio:
+        # End of input: shut the session down in order, behind what was submitted.
+        with contextlib.suppress(NotAccepted):
+            await attachment.submit(Submission(f"eof-{secrets.token_hex(4)}", Shutdown()))
+
+
+async def _handle(attachment: Attachment, item: Item, limit: int) -> None:
+    if isinstance(item, LineTooLong):
+        decoded: Submission | Rejected | Hello = Rejected(
+            "", f"the line is longer than {limit} bytes and was discarded", "line_too_long"
+        )
+    elif is_blank(item):
+        return
+    else:
+        decoded = decode_line(item)
+    if isinstance(decoded, Hello):
+        decoded = Rejected("", "unexpected hello: this connection is already attached", "bad_hello")
+    try:
+        await attachment.submit(decoded)
+    except NotAccepted as exc:
+        attachment.notice(SubmissionRejected(decoded.id, exc.code, exc.message))
+
+
+async def _write(conduit: Conduit, attachment: Attachment, stuck_timeout: float | None) -> bool:
+    """Write until the attachment is over; True when it ended in good order.
+
+    A client is stuck when, for ``stuck_timeout`` seconds, not one byte of
+    what was written to it leaves the transport's buffer: whether the writer
+    is waiting on ``drain`` or, with bytes still unsent, for new frames.
+    """
+    try:
+        while batch := await _next_batch(conduit, attachment, stuck_timeout):
+            conduit.write(frame(batch))
+            async with asyncio.timeout(stuck_timeout):
+                await conduit.drain()
+    except TimeoutError:
+        log.info("client stuck: disconnecting", session=attachment.session_id)
+        attachment.drop()
+    except (ConnectionError, OSError):
+        attachment.drop()
+    if attachment.aborted:
+        conduit.abort()
+        return False
+    await conduit.close(stuck_timeout)
+    return True
+
+
+async def _next_batch(
+    conduit: Conduit, attachment: Attachment, stuck_timeout: float | None
+) -> list[Frame]:
+    while True:
+        pending = conduit.pending()
+        if not pending or stuck_timeout is None:
+            return await attachment.take()
+        try:
+            async with asyncio.timeout(stuck_timeout):
+                return await attachment.take()
+        except TimeoutError:
+            if conduit.pending() >= pending:
+                raise  # nothing left the buffer all that time

@@ -1,0 +1,120 @@
+"""The Unix socket face: ``codexcore serve --unix [PATH]``.
+
+The socket is created with mode 0600 in a directory only its user can
+enter (made with mode 0700 when missing; an existing one that others can
+reach, or that another user owns, is refused). Every connection's peer is
+checked with ``SO_PEERCRED``: a process of another user is refused even if
+the permissions were loosened. A stale socket file left by a dead server is
+replaced; a live server's socket is never taken over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import stat
+import struct
+from pathlib import Path
+
+from ._host import SessionHost
+from ._native import READ_CHUNK
+from ._server import Listener, shutdown
+
+__all__ = ["SocketInUse", "UnixServer", "default_socket_path", "shutdown"]
+
+
+class SocketInUse(OSError):
+    """The socket path cannot be used: a live server holds it, or it is unsafe."""
+
+
+def default_socket_path() -> Path:
+    """``$XDG_RUNTIME_DIR/codexcore/codexcore.sock``, else ``/tmp/codexcore-UID/codexcore.sock``."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) / "codexcore" if runtime else Path(f"/tmp/codexcore-{os.geteuid()}")
+    return base / "codexcore.sock"
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def same_user(sock: socket.socket) -> str | None:
+    """Refuse a peer that is not the server's user."""
+    uid = peer_uid(sock)
+    if uid != os.geteuid():
+        return f"peer uid {uid} is not the server's user"
+    return None
+
+
+class UnixServer(Listener):
+    """Serves a :class:`SessionHost` on a Unix socket."""
+
+    def __init__(self, host: SessionHost, path: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(host, peer_check=same_user)
+        self.path = Path(path) if path is not None else default_socket_path()
+        self._inode: int | None = None
+
+    async def start(self) -> Path:
+        """Prepare the directory, replace a stale socket, bind with mode 0600 and listen."""
+        _prepare_directory(self.path.parent)
+        await _remove_stale_socket(self.path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            old_umask = os.umask(0o177)  # the socket is born 0600: no window with looser modes
+            try:
+                sock.bind(str(self.path))
+            finally:
+                os.umask(old_umask)
+            os.chmod(self.path, 0o600)
+            self._inode = os.stat(self.path).st_ino
+            self._server = await asyncio.start_unix_server(
+                self._handle, sock=sock, limit=READ_CHUNK
+            )
+        except BaseException:
+            sock.close()
+            raise
+        return self.path
+
+    def stop_accepting(self) -> None:
+        super().stop_accepting()
+        if self._inode is not None:
+            try:
+                if os.stat(self.path).st_ino == self._inode:
+                    os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            self._inode = None
+
+
+def _prepare_directory(directory: Path) -> None:
+    if not directory.exists():
+        directory.mkdir(mode=0o700, parents=True)
+    info = os.stat(directory)
+    if info.st_uid != os.geteuid():
+        raise SocketInUse(f"{directory} belongs to uid {info.st_uid}, not to this user")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise SocketInUse(
+            f"{directory} is open to other users (mode {mode:04o}); "
+            "put the socket in a directory only you can enter (mode 0700)"
+        )
+
+
+async def _remove_stale_socket(path: Path) -> None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise SocketInUse(f"{path} exists and is not a socket")
+    try:
+        _reader, writer = await asyncio.open_unix_connection(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        os.unlink(path)  # nobody listens: a dead server's leftover
+        return
+    writer.close()
+    raise SocketInUse(f"another server is listening on {path}")

@@ -1,0 +1,208 @@
+"""``codexcore serve``: the queue pair over stdio, TCP or a Unix socket.
+
+--stdio serves one session to the UI that spawned this process: Submissions
+as NDJSON on stdin, Events on stdout (and nothing else on stdout: logs go to
+stderr). End of input shuts the session down and exits 0.
+
+--tcp and --unix serve many sessions, which clients create, attach to,
+watch and resume; both may be given at once (one set of sessions). A TCP
+client must present the token: from --token-file, else $CODEXCORE_TOKEN,
+else one is generated and printed on stderr. The wire is described in
+docs/adapters.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import resource
+import secrets
+import signal
+import stat
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..adapters._host import HostConfig
+    from ..adapters._server import Listener
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve the Submission/Event queue pair over stdio, TCP or a Unix socket",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  codexcore serve --stdio\n"
+        "  CODEXCORE_TOKEN=... codexcore serve --tcp 127.0.0.1:8765\n"
+        "  codexcore serve --unix                 # $XDG_RUNTIME_DIR/codexcore/codexcore.sock\n"
+        "  codexcore serve --tcp :8765 --tls-cert cert.pem --tls-key key.pem",
+    )
+    where = parser.add_argument_group("where to serve")
+    where.add_argument("--stdio", action="store_true", help="one session over stdin/stdout")
+    where.add_argument(
+        "--tcp", metavar="HOST:PORT", help="listen on TCP (host 127.0.0.1 if omitted)"
+    )
+    where.add_argument(
+        "--unix",
+        metavar="PATH",
+        nargs="?",
+        const="",
+        help="listen on a Unix socket (default $XDG_RUNTIME_DIR/codexcore/codexcore.sock)",
+    )
+    security = parser.add_argument_group("security")
+    security.add_argument("--tls-cert", metavar="FILE", help="serve TLS on --tcp with this chain")
+    security.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert")
+    security.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="read the token clients must present from FILE (else $CODEXCORE_TOKEN, else a "
+        "generated one is printed on stderr; a Unix-only server without either relies on "
+        "the peer's uid)",
+    )
+    limits = parser.add_argument_group("limits")
+    limits.add_argument("--cwd", metavar="DIR", help="sessions' default working directory")
+    _number(limits, "--max-line-bytes", int, 1024 * 1024, "longest line read")
+    _number(limits, "--max-sessions", int, 10_000, "sessions at once")
+    _number(limits, "--max-connections", int, 2_048, "connections at once")
+    _number(limits, "--replay-events", int, 4_096, "events each session keeps for replay")
+    _number(limits, "--replay-bytes", int, 2 * 1024 * 1024, "bytes each session keeps for replay")
+    _number(limits, "--send-buffer-bytes", int, 512 * 1024, "each connection's send queue")
+    _number(limits, "--stuck-timeout", float, 30.0, "seconds before a non-reading client is cut")
+    _number(limits, "--idle-timeout", float, 600.0, "seconds an unattached, quiet session lives")
+    _number(limits, "--handshake-timeout", float, 10.0, "seconds a client has to say hello")
+    parser.set_defaults(run=run)
+
+
+def _number(group: Any, flag: str, kind: type, default: float, what: str) -> None:
+    group.add_argument(flag, type=kind, default=default, metavar="N", help=f"{what} ({default})")
+
+
+def _say(message: str) -> None:
+    print(f"codexcore: {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.stdio:
+        if args.tcp or args.unix is not None:
+            _say("--stdio serves alone: drop --tcp and --unix")
+            return 2
+        # First thing: nothing may reach the protocol stream but protocol lines.
+        from ..adapters.stdio import claim_stdio
+
+        in_fd, out_fd = claim_stdio()
+        return asyncio.run(_serve_stdio(args, in_fd, out_fd))
+    if not args.tcp and args.unix is None:
+        _say("say where to serve: --stdio, --tcp HOST:PORT or --unix [PATH]")
+        return 2
+    if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_cert and not args.tcp):
+        _say("--tls-cert and --tls-key go together, with --tcp")
+        return 2
+    try:
+        token = _token(args)
+    except (OSError, ValueError) as exc:
+        _say(str(exc))
+        return 2
+    _raise_fd_limit()
+    return asyncio.run(_serve_sockets(args, token))
+
+
+def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
+    from ..adapters._host import HostConfig, host_engine_config
+    from ..engine import SessionConfig
+
+    session = SessionConfig(cwd=os.path.abspath(args.cwd)) if args.cwd else SessionConfig()
+    return HostConfig(
+        engine=host_engine_config(session=session),
+        token=token,
+        max_sessions=args.max_sessions,
+        max_connections=args.max_connections,
+        replay_events=args.replay_events,
+        replay_bytes=args.replay_bytes,
+        send_buffer_bytes=args.send_buffer_bytes,
+        stuck_timeout=args.stuck_timeout,
+        idle_timeout=args.idle_timeout,
+        handshake_timeout=args.handshake_timeout,
+        max_line_bytes=args.max_line_bytes,
+    )
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file:
+        info = os.stat(args.token_file)
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            _say(f"warning: {args.token_file} is readable by other users")
+        with open(args.token_file, encoding="utf-8") as file:
+            token = file.read().strip()
+        if not token:
+            raise ValueError(f"{args.token_file} holds no token")
+        return token
+    token = os.environ.get("CODEXCORE_TOKEN", "").strip()
+    if token:
+        return token
+    if not args.tcp:
+        return None  # Unix only: the socket's mode and the peer's uid guard the door
+    token = secrets.token_urlsafe(32)
+    _say(f"token: {token}")
+    return token
+
+
+def _raise_fd_limit() -> None:
+    """Every connection is a descriptor: allow as many as the hard limit does."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+async def _serve_stdio(args: argparse.Namespace, in_fd: int, out_fd: int) -> int:
+    from ..adapters.stdio import serve_stdio
+
+    return await serve_stdio(in_fd, out_fd, _config(args, None))
+
+
+async def _serve_sockets(args: argparse.Namespace, token: str | None) -> int:
+    from ..adapters._host import SessionHost
+    from ..adapters._server import shutdown
+    from ..adapters.tcp import TcpServer, parse_address, tls_context
+    from ..adapters.unix import UnixServer
+
+    config = _config(args, token)
+    host = SessionHost(config)
+    await host.start()
+    listeners: list[Listener] = []
+    try:
+        if args.tcp:
+            address, port = parse_address(args.tcp)
+            ssl = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+            tcp = TcpServer(host, address, port, ssl=ssl)
+            listeners.append(tcp)
+            bound = await tcp.start()
+            scheme = "tls" if ssl else "tcp"
+            _say(f"listening on {scheme} {bound[0]}:{bound[1]}")
+            if ssl is None and not _loopback(address):
+                _say("warning: plain TCP beyond this machine: the token travels in clear text")
+        if args.unix is not None:
+            unix = UnixServer(host, args.unix or None)
+            listeners.append(unix)
+            _say(f"listening on unix {await unix.start()}")
+    except (OSError, ValueError) as exc:
+        _say(f"cannot serve: {exc}")
+        await shutdown(host, listeners, grace=1.0)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    _say("shutting down")
+    await shutdown(host, listeners, grace=config.stuck_timeout)
+    return 0
+
+
+def _loopback(address: str) -> bool:
+    return address in ("localhost", "::1") or address.startswith("127.")
