@@ -67,7 +67,10 @@ async def _demo(workspace: str, *, auto_approve: bool) -> int:
         UserInput,
     )
     from ..testing import ScriptedModel, ScriptedResponsesServer, shell_call
+    from . import imports_done
     from ._render import TerminalRenderer
+
+    imports_done()
 
     model = ScriptedModel(
         [

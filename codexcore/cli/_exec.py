@@ -17,8 +17,6 @@ import signal
 import sys
 from typing import Any
 
-from ._render import TerminalRenderer, ask_decision
-
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 
@@ -111,6 +109,8 @@ class _ExecRun:
     def __init__(
         self, args: argparse.Namespace, config: Any, prompt: str, interactive: bool
     ) -> None:
+        from ._render import TerminalRenderer  # the protocol: only when a command runs
+
         self.args, self.config, self.prompt, self.interactive = args, config, prompt, interactive
         self.renderer = TerminalRenderer()
         self.interrupts = 0
@@ -118,7 +118,12 @@ class _ExecRun:
         self._interrupting: asyncio.Future[str] | None = None
 
     async def main(self) -> int:
+        import codexcore.model._client  # noqa: F401 - the first request needs it anyway
+
         from .. import Codex
+        from . import imports_done
+
+        imports_done()
 
         async with Codex(self.config) as codex:
             self.codex = codex
@@ -203,6 +208,8 @@ class _ExecRun:
         if not isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             return
         if self.interactive:
+            from ._render import ask_decision
+
             decision = await ask_decision(self.renderer.approval_prompt(msg), at_eof="abort")
         else:
             print(

@@ -85,7 +85,17 @@ def _say(message: str) -> None:
     print(f"codexcore: {message}", file=sys.stderr, flush=True)
 
 
+def _import_serving_code() -> None:
+    """Load what serving needs now, so start-up's objects can be frozen at once."""
+    import codexcore.adapters._host
+    import codexcore.model._client  # noqa: F401
+
+
 def run(args: argparse.Namespace) -> int:
+    from . import imports_done
+
+    _import_serving_code()
+    imports_done()  # a server runs for long: the collector must run too
     if args.stdio:
         if args.tcp or args.unix is not None:
             _say("--stdio serves alone: drop --tcp and --unix")

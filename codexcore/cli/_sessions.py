@@ -11,8 +11,6 @@ import asyncio
 import sys
 from typing import Any
 
-from ._render import TerminalRenderer
-
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -97,6 +95,7 @@ def _print_list(listing: Any, *, as_json: bool) -> None:
 
 def _print_history(history: Any, *, as_json: bool) -> None:
     from ..protocol import encode_event
+    from ._render import TerminalRenderer
 
     renderer = TerminalRenderer()
     for event in history.events:

@@ -55,8 +55,11 @@ class ModelClientPool:
 
     def _make(self, base_url: str | None) -> ModelClient:
         from ..model import ModelClient, RetryPolicy  # httpx is heavy: import on first use
+        from ..model._client import resolve_base_url
 
         config = self._config
+        # Loading the CA bundle costs ~30 ms: only https needs it.
+        https = resolve_base_url(base_url).startswith("https:")
         return ModelClient(
             base_url=base_url,
             api_key=config.api_key,
@@ -64,7 +67,7 @@ class ModelClientPool:
             stream_idle_timeout=config.stream_idle_timeout,
             headers=config.headers,
             transport=self._transport,
-            verify=self._ssl_context(),
+            verify=self._ssl_context() if https else False,
         )
 
     def _ssl_context(self) -> ssl.SSLContext:

@@ -51,6 +51,7 @@ from ..protocol import (
     PatchApproval,
     ProtocolError,
     ResumeSession,
+    SandboxKind,
     SessionConfigured,
     SessionHistory,
     SessionList,
@@ -65,7 +66,7 @@ from ..protocol import (
     WarningEvent,
     decode_submission,
 )
-from ..tools.sandbox import probe_sandbox
+from ..tools.sandbox import SandboxStatus, probe_sandbox
 from ._approvals import TaskAborted
 from ._clients import ModelClientPool
 from ._config import EngineConfig, SessionConfig
@@ -92,6 +93,8 @@ if TYPE_CHECKING:
     import httpx
 
 log = get_logger(__name__)
+
+UNCONFINED = SandboxStatus("none", "the sandbox policy is danger-full-access")
 
 
 class EngineClosed(Exception):
@@ -395,8 +398,6 @@ class Codex:
     ) -> Session:
         """A Session, recorded in a new rollout (or appended to ``append_to``)
         unless the engine is ephemeral."""
-        # The probe starts bwrap once per process (cached): keep it off the loop.
-        sandbox = await asyncio.to_thread(probe_sandbox)
         session_id = session_id or str(uuid.uuid4())
         rollout = None
         if not self.config.ephemeral:
@@ -413,7 +414,7 @@ class Codex:
         if self._session is not None:
             self._session.close()
         return Session(
-            config, self._clients, sandbox, session_id=session_id, history=history, rollout=rollout
+            config, self._clients, session_id=session_id, history=history, rollout=rollout
         )
 
     def _home(self) -> Path:
@@ -423,9 +424,15 @@ class Codex:
         """``session_configured``, saying what really confines commands."""
         session = self._require_session()
         c = session.config
-        kind, reason = session.sandbox.kind, session.sandbox.reason
+        kind: SandboxKind
         if c.sandbox_policy.type == "danger-full-access":
-            kind, reason = "none", "the sandbox policy is danger-full-access"
+            kind, reason = "none", UNCONFINED.reason
+        else:
+            if session.sandbox is None:
+                # Starts bwrap once per process (then cached): off the loop, and
+                # only when a policy wants confinement.
+                session.sandbox = await asyncio.to_thread(probe_sandbox)
+            kind, reason = session.sandbox.kind, session.sandbox.reason
         await self._emit(
             sub_id,
             SessionConfigured(
@@ -460,7 +467,11 @@ class Codex:
             server = session.config.history_mode == "server"
             session.history.fork(sub.op.last_response_id, allow_external=server)
         tools = ToolRouter(
-            session.config, self.config, session.approvals, session.sandbox, self._emitter(sub.id)
+            session.config,
+            self.config,
+            session.approvals,
+            session.sandbox or UNCONFINED,
+            self._emitter(sub.id),
         )
         task = Task(
             session_id=session.id,

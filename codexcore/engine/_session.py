@@ -48,7 +48,6 @@ class Session:
         self,
         config: SessionConfig,
         clients: ModelClientPool,
-        sandbox: SandboxStatus,
         *,
         session_id: str | None = None,
         history: History | None = None,
@@ -64,7 +63,7 @@ class Session:
         self.running: RunningTask | None = None
         self._injected: list[Item] = []
         self._clients = clients
-        self.sandbox = sandbox
+        self.sandbox: SandboxStatus | None = None  # probed when a policy wants confinement
 
     def client(self) -> ModelClient:
         return self._clients.get(self.config.base_url, self.id)

@@ -20,7 +20,7 @@ from ._retry import RetryPolicy, parse_retry_after
 from ._sse import SSEDecoder
 from ._wire import decode_event
 
-__all__ = ["ModelClient"]
+__all__ = ["ModelClient", "resolve_base_url"]
 
 _log = get_logger(__name__)
 
@@ -32,6 +32,11 @@ _FATAL_STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden"
 _RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
 _DEFAULT_RETRY = RetryPolicy()
+
+
+def resolve_base_url(base_url: str | None) -> str:
+    """``base_url``, else ``$OPENAI_BASE_URL``, else the OpenAI API; no trailing slash."""
+    return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
 class ModelClient:
@@ -65,8 +70,7 @@ class ModelClient:
     ) -> None:
         if stream_idle_timeout <= 0:
             raise ValueError(f"stream_idle_timeout must be positive, not {stream_idle_timeout!r}")
-        base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self._base_url = base.rstrip("/")
+        self._base_url = resolve_base_url(base_url)
         self._url = f"{self._base_url}/responses"
         self._retry = retry
         self._idle_timeout = stream_idle_timeout
