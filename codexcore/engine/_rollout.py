@@ -8,8 +8,9 @@ one record a line:
 - ``{"type": "turn", "items", "response_id"}``, ``{"type": "tool_outputs", …}``,
   ``{"type": "fork", "response_id"}``: every change to the History, so that
   replaying them rebuilds it exactly, bookmarks included
-- ``{"type": "event", "event": {...}}``: every event, written before the
-  event is queued for any UI
+- ``{"type": "event", "event": {...}}``: every event but the streaming deltas
+  (whose content the complete events carry), written before the event is
+  queued for any UI
 
 Each record is written with one ``os.write`` of a whole line to a file opened
 for appending, with no buffering in between, so a process killed with

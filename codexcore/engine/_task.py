@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..model import (
     Completed,
-    ModelClient,
     OutputItemDone,
     OutputTextDelta,
     ReasoningSummaryDelta,
@@ -40,6 +39,9 @@ from ._history import History, Item
 from ._requests import TOOLS, build_request, function_output, message_text, reasoning_text
 from ._tools import ToolRouter
 from ._turn_diff import TurnDiffTracker
+
+if TYPE_CHECKING:
+    from ..model import ModelClient  # httpx: loaded on first use, not with the engine
 
 Emit = Callable[[EventMsg], Awaitable[None]]
 ABORTED_OUTPUT = "aborted: the user interrupted before this call ran"
