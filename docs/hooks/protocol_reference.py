@@ -13,11 +13,6 @@ with :func:`render_protocol_reference`, which is built from two sources only:
 
 Nothing generated is committed. A variant without a golden fixture is a
 warning, so ``mkdocs build --strict`` fails until the fixture exists.
-
-The hook also handles pages that other work is still writing
-(:data:`OPTIONAL_PAGES`): until such a file exists, its nav entry is dropped
-and links to it are shown as plain text (both logged at INFO), so the strict
-build passes before and after it lands, and lists and links it from then on.
 """
 
 from __future__ import annotations
@@ -40,8 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 PAGE = "reference/protocol.md"
 MARKER = "<!-- protocol-reference -->"
-OPTIONAL_PAGES = frozenset({"performance.md"})
-"""Pages other work is still writing: listed in the nav only once they exist."""
 
 # The tagged unions, in the order the page shows them: (schema name, heading,
 # anchor prefix, golden folder or None, what the variants are).
@@ -68,17 +61,8 @@ class ProtocolReferenceError(Exception):
 # --- mkdocs hooks ------------------------------------------------------------------
 
 
-def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """Drop the nav entries of optional pages whose file does not exist yet."""
-    docs = Path(config.docs_dir)
-    if config.nav is not None:
-        config.nav = _prune_nav(config.nav, docs)
-    return config
-
-
 def on_page_markdown(markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
     """Put the generated reference in place of the marker on the reference page."""
-    markdown = _unlink_missing(markdown, page.file.src_uri, Path(config.docs_dir))
     if page.file.src_uri != PAGE:
         return markdown
     if MARKER not in markdown:
@@ -88,31 +72,6 @@ def on_page_markdown(markdown: str, *, page: Page, config: MkDocsConfig, files: 
     for problem in problems:
         log.warning("protocol reference: %s", problem)
     return markdown.replace(MARKER, reference)
-
-
-def _unlink_missing(markdown: str, src_uri: str, docs: Path) -> str:
-    """Links to optional pages that do not exist yet, as their text alone."""
-    for name in OPTIONAL_PAGES:
-        if (docs / name).exists():
-            continue
-        link = re.compile(r"\[([^\]]*)\]\((?:\.\./)*" + re.escape(name) + r"(?:#[^)]*)?\)")
-        markdown, count = link.subn(r"\1", markdown)
-        if count:
-            log.info("%s: %s is not written yet; not linking it", src_uri, name)
-    return markdown
-
-
-def _prune_nav(nav: Any, docs: Path) -> Any:
-    if isinstance(nav, list):
-        kept = [_prune_nav(entry, docs) for entry in nav]
-        return [entry for entry in kept if entry is not None]
-    if isinstance(nav, dict):
-        pruned = {title: _prune_nav(target, docs) for title, target in nav.items()}
-        return {k: v for k, v in pruned.items() if v is not None} or None
-    if isinstance(nav, str) and nav in OPTIONAL_PAGES and not (docs / nav).exists():
-        log.info("nav: %s is not written yet; leaving it out", nav)
-        return None
-    return nav
 
 
 # --- the page ----------------------------------------------------------------------

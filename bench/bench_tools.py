@@ -1,0 +1,132 @@
+"""The cost of confinement and of patching, beside the bare limit.
+
+1. A command under bubblewrap (read-only and workspace-write) against the
+   same command spawned bare, both through codexcore's ``run_command``, and
+   beside a bare ``subprocess.run``: what the sandbox adds per command.
+2. ``apply_patch`` on a large file (parse, verify every hunk, write a temp
+   file, rename) against a bare read-modify-write of the same file with the
+   same result: what verification and atomicity cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from _common import Table, fmt_ms, fmt_ratio, header, median, parse_args
+
+from codexcore.tools.apply_patch import apply_patch
+from codexcore.tools.exec import run_command
+from codexcore.tools.sandbox import SandboxSpec, probe_sandbox, wrap_command
+
+
+def time_commands(argv: list[str], cwd: str, runs: int) -> float:
+    """Median wall time of ``run_command(argv)``."""
+
+    async def once() -> float:
+        started = time.perf_counter()
+        result = await run_command(argv, cwd=cwd)
+        assert result.exit_code == 0, result.aggregated_output
+        return time.perf_counter() - started
+
+    async def many() -> list[float]:
+        return [await once() for _ in range(runs)]
+
+    return median(asyncio.run(many()))
+
+
+def time_bare(argv: list[str], cwd: str, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, cwd=cwd, check=True, stdin=subprocess.DEVNULL)
+        times.append(time.perf_counter() - started)
+    return median(times)
+
+
+def bench_sandbox(runs: int) -> None:
+    status = probe_sandbox()
+    table = Table("A command (`true`), median wall time", ["how", "time", "vs bare spawn"])
+    with tempfile.TemporaryDirectory() as cwd:
+        bare = time_bare(["true"], cwd, runs)
+        table.add("bare `subprocess.run` (the limit)", fmt_ms(bare), "1.00x")
+        unconfined = time_commands(["true"], cwd, runs)
+        table.add(
+            "codexcore `run_command`, no sandbox", fmt_ms(unconfined), fmt_ratio(unconfined / bare)
+        )
+        if status.kind != "bwrap":
+            table.note(f"no sandbox here: {status.reason}")
+        for mode in ("read-only", "workspace-write"):
+            if status.kind != "bwrap":
+                break
+            argv = wrap_command(
+                ["true"], SandboxSpec(mode), cwd, bwrap=status.executable or "bwrap"
+            )
+            confined = time_commands(argv, cwd, runs)
+            table.add(
+                f"codexcore `run_command`, bwrap {mode}",
+                fmt_ms(confined),
+                fmt_ratio(confined / bare),
+            )
+    table.print()
+
+
+def make_patch(lines: int, hunks: int) -> tuple[str, str, str]:
+    """A file of ``lines`` lines, a patch changing ``hunks`` of them, and the result."""
+    before = [f"line {i}: some text of a plausible length for source code" for i in range(lines)]
+    after = list(before)
+    body = []
+    step = lines // hunks
+    for h in range(hunks):
+        i = h * step + step // 2
+        after[i] = before[i].replace("some", "patched")
+        body += ["@@", f" {before[i - 1]}", f"-{before[i]}", f"+{after[i]}", f" {before[i + 1]}"]
+    patch = "\n".join(["*** Begin Patch", "*** Update File: big.txt", *body, "*** End Patch"])
+    return "\n".join(before) + "\n", patch, "\n".join(after) + "\n"
+
+
+def bench_patch(runs: int) -> None:
+    table = Table(
+        "Update a 20,000-line file with 200 hunks, median wall time",
+        ["how", "time", "vs bare rewrite"],
+    )
+    before, patch, after = make_patch(20_000, 200)
+    with tempfile.TemporaryDirectory() as directory:
+        target = Path(directory, "big.txt")
+
+        def bare() -> None:
+            text = target.read_text()
+            target.write_text(text.replace("line 50: some", "line 50: patched"))
+
+        def patched() -> None:
+            apply_patch(patch, directory)
+
+        times: dict[str, list[float]] = {"bare": [], "patch": []}
+        for _ in range(runs):
+            for name, step in (("bare", bare), ("patch", patched)):
+                target.write_text(before)
+                started = time.perf_counter()
+                step()
+                times[name].append(time.perf_counter() - started)
+        assert target.read_text() == after
+    limit, ours = median(times["bare"]), median(times["patch"])
+    table.add("read, replace, write (the limit)", fmt_ms(limit), "1.00x")
+    table.add(
+        "`apply_patch`: parse, verify, temp file, rename", fmt_ms(ours), fmt_ratio(ours / limit)
+    )
+    table.print()
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    header("bench_tools", args.quick)
+    runs = 10 if args.quick else 60
+    bench_sandbox(runs)
+    bench_patch(5 if args.quick else 30)
+
+
+if __name__ == "__main__":
+    main()
