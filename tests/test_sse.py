@@ -199,3 +199,17 @@ def test_any_chunking_gives_the_specified_events(
     cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=12)))
     chunks = [body[start:end] for start, end in zip([0, *cuts], [*cuts, len(body)], strict=True)]
     assert decode(chunks) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(event_streams(), st.data())
+def test_feed_raw_gives_each_events_type_and_data(
+    stream: tuple[bytes, list[ServerSentEvent]], data: st.DataObject
+) -> None:
+    """The model client's hot path skips event objects; it must not skip anything else."""
+    body, expected = stream
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=12)))
+    chunks = [body[start:end] for start, end in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    decoder = SSEDecoder()
+    raw = [pair for chunk in chunks for pair in decoder.feed_raw(chunk)]
+    assert raw == [(event.event, event.data) for event in expected]

@@ -18,7 +18,7 @@ from ._errors import ModelError, RetryableError
 from ._events import Completed, RetryScheduled, StreamEvent
 from ._retry import RetryPolicy, parse_retry_after
 from ._sse import SSEDecoder
-from ._wire import decode_event
+from ._wire import decode_data
 
 __all__ = ["ModelClient", "resolve_base_url"]
 
@@ -267,8 +267,8 @@ class _ResponseReader:
 
     def _decode(self, chunk: bytes) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        for sse in self._decoder.feed(chunk):
-            event = decode_event(sse)
+        for kind, data in self._decoder.feed_raw(chunk):
+            event = decode_data(kind, data)
             if event is None:
                 continue
             if isinstance(event, Completed):

@@ -67,19 +67,41 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Consume ``chunk`` and return the events it completed, in order."""
-        if self._at_boundary:
-            try:
-                text = chunk.decode()
-            except UnicodeDecodeError:  # e.g. a character split across chunks
-                return self._feed_lines(chunk)
-            if "\r" not in text:
-                match = _SIMPLE_EVENT.fullmatch(text)
-                if match is not None:
-                    event, data = match.groups()
-                    return [ServerSentEvent(event or "message", data, self._last_id)]
-                if _SIMPLE_EVENTS.fullmatch(text) is not None:
-                    return self._simple_events(text)
+        simple = self._simple(chunk)
+        if simple is not None:
+            last_id = self._last_id
+            return [ServerSentEvent(event, data, last_id) for event, data in simple]
         return self._feed_lines(chunk)
+
+    def feed_raw(self, chunk: bytes) -> list[tuple[str, str]]:
+        """:meth:`feed`, but only each event's ``(event, data)``: no object per event
+        (what a client that ignores ids and retry hints needs, on its hot path)."""
+        simple = self._simple(chunk)
+        if simple is not None:
+            return simple
+        return [(sse.event, sse.data) for sse in self._feed_lines(chunk)]
+
+    def _simple(self, chunk: bytes) -> list[tuple[str, str]] | None:
+        """The events of a chunk of whole ``event:``/``data:`` events, or None.
+
+        Real streams arrive one or a few whole events per chunk; those take
+        one decode and one regex match, and everything else the line parser.
+        """
+        if not self._at_boundary:
+            return None
+        try:
+            text = chunk.decode()
+        except UnicodeDecodeError:  # e.g. a character split across chunks
+            return None
+        if "\r" in text:
+            return None
+        match = _SIMPLE_EVENT.fullmatch(text)
+        if match is not None:
+            event, data = match.groups()
+            return [(event or "message", data)]
+        if _SIMPLE_EVENTS.fullmatch(text) is not None:
+            return [(event or "message", data) for event, data in _SIMPLE_EVENT.findall(text)]
+        return None
 
     def flush(self) -> list[ServerSentEvent]:
         """End of stream: drop any unfinished event and reset for a new stream.
@@ -101,14 +123,6 @@ class SSEDecoder:
         self._last_id: str | None = None
         # Nothing at all is buffered: the next chunk may take the fast path.
         self._at_boundary = False
-
-    def _simple_events(self, text: str) -> list[ServerSentEvent]:
-        # ``text`` is a run of whole simple events, so every match starts at a block.
-        last_id = self._last_id
-        return [
-            ServerSentEvent(event or "message", data, last_id)
-            for event, data in _SIMPLE_EVENT.findall(text)
-        ]
 
     def _feed_lines(self, chunk: bytes) -> list[ServerSentEvent]:
         if not chunk:

@@ -22,7 +22,7 @@ from ._events import (
 from ._retry import retry_after_from_message
 from ._sse import ServerSentEvent
 
-__all__ = ["TRANSIENT_ERROR_CODES", "decode_event"]
+__all__ = ["TRANSIENT_ERROR_CODES", "decode_data", "decode_event"]
 
 TRANSIENT_ERROR_CODES = frozenset({"server_error", "rate_limit_exceeded"})
 """Server error codes that mean "try again" rather than "this request is wrong"."""
@@ -37,10 +37,22 @@ def decode_event(sse: ServerSentEvent) -> StreamEvent | None:
     ``RetryableError`` for a broken event (not JSON, a required field missing)
     or a transient failure, and ``ModelError`` when the response failed for good.
     """
-    payload = _load(sse.data)
+    return decode_data(sse.event, sse.data)
+
+
+def decode_data(event: str, data: str) -> StreamEvent | None:
+    """:func:`decode_event` for an event's type and data, with no event object."""
+    payload = _load(data)
     kind = payload.get("type")
     if not isinstance(kind, str):
-        kind = sse.event
+        kind = event
+    delta_type = _DELTAS.get(kind)
+    if delta_type is not None:
+        # The hot path, one per streamed token: inlined rather than dispatched.
+        delta = payload.get("delta")
+        item_id = payload.get("item_id")
+        if isinstance(delta, str) and isinstance(item_id, str):
+            return delta_type(item_id, delta)
     handler = _HANDLERS.get(kind)
     return None if handler is None else handler(payload)
 
@@ -176,4 +188,10 @@ _HANDLERS: dict[str, Callable[[_Payload], StreamEvent]] = {
     "response.failed": _failed,
     "response.incomplete": _incomplete,
     "error": _error,
+}
+
+_DELTAS: dict[str, type[OutputTextDelta | ReasoningSummaryDelta | FunctionCallArgumentsDelta]] = {
+    "response.output_text.delta": OutputTextDelta,
+    "response.reasoning_summary_text.delta": ReasoningSummaryDelta,
+    "response.function_call_arguments.delta": FunctionCallArgumentsDelta,
 }
