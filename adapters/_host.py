@@ -817,7 +817,7 @@ class SessionHost:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]  # refuse reattaching from now on
         self._idle.pop(session.id, None)
-        session.codex.request_close()
+        session.codex.request_close(discard=False)  # the pump drains: lose nothing
 
     async def _sweep_forever(self) -> None:
         timeout = self.config.idle_timeout

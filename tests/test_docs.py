@@ -91,19 +91,6 @@ def test_the_reference_page_is_a_placeholder() -> None:
     assert "### `" not in page  # nothing generated is committed
 
 
-def test_pages_not_written_yet_are_left_out_until_they_exist(tmp_path: Path) -> None:
-    hook = load_hook("protocol_reference")
-    nav = [{"Home": "index.md"}, {"Performance": "performance.md"}]
-    text = "see [the figures](performance.md#codec) and [the engine](engine.md)"
-    assert hook._prune_nav(nav, tmp_path) == [{"Home": "index.md"}]
-    assert hook._unlink_missing(text, "x.md", tmp_path) == (
-        "see the figures and [the engine](engine.md)"
-    )
-    (tmp_path / "performance.md").write_text("# Performance\n")
-    assert hook._prune_nav(nav, tmp_path) == nav
-    assert hook._unlink_missing(text, "x.md", tmp_path) == text
-
-
 def test_rst_roles_become_optional_cross_references() -> None:
     pytest.importorskip(
         "griffe", reason="the docs extra (pip install -e '.[docs]') is not installed"

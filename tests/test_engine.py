@@ -638,3 +638,21 @@ async def test_commands_never_see_secrets(tmp_path: Path, monkeypatch: pytest.Mo
     assert "HARMLESS_SETTING=visible" in output
     for secret in ("sk-very-secret", "server-token", "aws-secret"):
         assert secret not in output
+
+
+async def test_closing_mid_stream_while_reading_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    """A host's pump always drains: request_close(discard=False) must keep seq exact."""
+    model = ScriptedModel([text_response("x" * 4000, chunks=2000)])
+    config = attrs.evolve(engine_config(tmp_path), event_queue_size=8)
+    codex = Codex(config, transport=model.mock_transport())
+    await codex.start()
+    await codex.submit(say("stream"))
+    seen: list[p.Event] = []
+    async with asyncio.timeout(10):
+        async for event in codex.events():
+            seen.append(event)
+            if event.msg.TYPE == "agent_message_delta" and len(seen) == 200:
+                codex.request_close(discard=False)
+    await codex.aclose()
+    assert [e.seq for e in seen] == list(range(len(seen)))
+    assert seen[-1].msg.TYPE == "shutdown_complete"

@@ -222,14 +222,21 @@ class Codex:
         await self.submission_queue.wait_closed()
         await self.event_queue.wait_closed()
 
-    def request_close(self) -> None:
-        """Begin shutting down without waiting; call it on the engine's loop."""
-        self._discarding = True
-        # One slot is enough: an emit blocked on a full queue completes, and
-        # from then on emits that find the queue full drop their event.
-        queue = self.event_queue.async_q
-        if queue.full():
-            queue.get_nowait()
+    def request_close(self, *, discard: bool = True) -> None:
+        """Begin shutting down without waiting; call it on the engine's loop.
+
+        With ``discard`` (for a UI that may have stopped reading) events that
+        find the queue full are dropped so closing cannot hang. A reader that
+        always drains the queue (a session host's pump) passes
+        ``discard=False`` and loses nothing.
+        """
+        if discard:
+            self._discarding = True
+            # One slot is enough: an emit blocked on a full queue completes, and
+            # from then on emits that find the queue full drop their event.
+            queue = self.event_queue.async_q
+            if queue.full():
+                queue.get_nowait()
         self._close_requested = True
         # Cancelling a task before its first step skips its try/finally, so a
         # dispatcher that has not run yet finds the request when it starts.
@@ -339,6 +346,9 @@ class Codex:
             return
         async with self._emit_lock:
             event = Event(sub_id, self._seq, msg)
+            # Numbered now: a cancel landing in _deliver still delivers it, so
+            # the next event must not reuse its seq.
+            self._seq += 1
             self._record(event)
             if queue.full():
                 await self._deliver(queue, event)
@@ -348,7 +358,6 @@ class Codex:
                 # asyncio reader directly, not via call_soon_threadsafe and a new
                 # task two loop turns later (600 us -> 50 us to task_started).
                 await queue.put(event)
-            self._seq += 1
 
     @staticmethod
     async def _deliver(queue: janus.AsyncQueue[Event], event: Event) -> None:
