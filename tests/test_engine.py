@@ -37,6 +37,7 @@ from codexcore.testing import (
 )
 
 from .engine_helpers import Recorder, engine_config, running_engine
+from .flows import basic_model, interrupt_model, outputs_sent
 
 pytestmark = pytest.mark.anyio
 
@@ -47,26 +48,12 @@ def say(text: str) -> UserInput:
     return UserInput((TextInput(text),))
 
 
-def outputs_sent(request: dict[str, Any]) -> dict[str, str]:
-    """call_id -> output of the function_call_output items a request carries."""
-    return {
-        i["call_id"]: i["output"]
-        for i in request["input"]
-        if i.get("type") == "function_call_output"
-    }
-
-
 # --- the seed's two diagrams ------------------------------------------------------
 
 
 async def test_basic_ui_flow(tmp_path: Path) -> None:
     """Configure, input, an approved command, then the final message (seed diagram 1)."""
-    model = ScriptedModel(
-        [
-            shell_call([PY, "-c", "print('hello')"], call_id="c1", response_id="resp_1"),
-            text_response("All done.", response_id="resp_2"),
-        ]
-    )
+    model = basic_model()
     async with running_engine(model, tmp_path) as ui:
         await ui.submit(ConfigureSession(approval_policy="untrusted"), id="cfg")
         configured = await ui.until(p.SessionConfigured)
@@ -105,20 +92,7 @@ async def test_basic_ui_flow(tmp_path: Path) -> None:
 
 async def test_task_interrupt_and_continue_from_bookmark(tmp_path: Path) -> None:
     """Interrupt a running command, then fork from the Task's bookmark (seed diagram 2)."""
-    stubborn = [
-        PY,
-        "-c",
-        "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        "print('ready', flush=True); time.sleep(60)",
-    ]
-    model = ScriptedModel(
-        [
-            shell_call([PY, "-c", "print(1)"], call_id="c1", response_id="resp_1"),
-            shell_call(stubborn, call_id="c2", response_id="resp_2"),
-            shell_call([PY, "-c", "print(3)"], call_id="c3", response_id="resp_3"),
-            text_response("Continued.", response_id="resp_4"),
-        ]
-    )
+    model = interrupt_model()
     async with running_engine(model, tmp_path, approval_policy="never") as ui:
         await ui.submit(say("first"), id="t1")
         bookmark = (await ui.until(p.TurnComplete)).msg.response_id

@@ -21,7 +21,8 @@ from codexcore.testing import (
 from codexcore.tools.sandbox import probe_sandbox
 
 from .engine_helpers import running_engine
-from .test_engine import outputs_sent, say
+from .flows import outputs_sent
+from .test_engine import say
 
 pytestmark = pytest.mark.anyio
 
