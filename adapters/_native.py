@@ -341,13 +341,20 @@ async def _write(conduit: Conduit, attachment: Attachment, stuck_timeout: float 
 async def _next_batch(
     conduit: Conduit, attachment: Attachment, stuck_timeout: float | None
 ) -> list[Frame]:
-    while True:
+    def write_now(batch: list[Frame]) -> bool:
+        conduit.write(frame(batch))
+        return not conduit.pending()
+
+    while (batch := attachment.poll()) is None:
         pending = conduit.pending()
-        if not pending or stuck_timeout is None:
-            return await attachment.take()
+        if not pending:
+            # Idle: the session may write to us directly rather than wake this task.
+            await attachment.wait(write_now)
+            continue
         try:
             async with asyncio.timeout(stuck_timeout):
-                return await attachment.take()
+                await attachment.wait()
         except TimeoutError:
             if conduit.pending() >= pending:
                 raise  # nothing left the buffer all that time
+    return batch

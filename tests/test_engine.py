@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 
-from codexcore import Codex, Rejected
+from codexcore import Codex, EngineClosed, Rejected
 from codexcore import protocol as p
 from codexcore.protocol import (
     ConfigureSession,
@@ -23,11 +23,13 @@ from codexcore.protocol import (
     LocalImageInput,
     SandboxPolicy,
     Shutdown,
+    Submission,
     TextInput,
     UserInput,
 )
 from codexcore.testing import (
     ScriptedModel,
+    ScriptedResponse,
     function_call_response,
     http_error,
     idle,
@@ -630,3 +632,65 @@ async def test_closing_mid_stream_while_reading_loses_and_repeats_nothing(tmp_pa
     await codex.aclose()
     assert [e.seq for e in seen] == list(range(len(seen)))
     assert seen[-1].msg.TYPE == "shutdown_complete"
+
+
+# --- the loop-only queue pair and the first event's way out -----------------------------
+
+
+async def test_a_loop_only_engine_runs_the_flow_and_answers_rejected_lines(
+    tmp_path: Path,
+) -> None:
+    """Codex(threadsafe=False), as a session host uses it: same events, no janus."""
+    model = ScriptedModel([text_response("Hi there.")])
+    config = engine_config(tmp_path)
+    async with Codex(config, transport=model.mock_transport(), threadsafe=False) as codex:
+        with pytest.raises(RuntimeError, match="loop-only"):
+            _ = codex.event_queue
+        with pytest.raises(RuntimeError, match="loop-only"):
+            _ = codex.submission_queue
+        ui = Recorder(codex)
+        await codex.enqueue(Rejected("bad1", "invalid JSON: unexpected end", "invalid_json"))
+        error = await ui.until(p.ErrorEvent)
+        assert (error.id, error.msg.code) == ("bad1", "invalid_json")
+        await ui.submit(say("hello"), id="u1")
+        done = await ui.until(p.TaskComplete)
+        assert done.msg.last_agent_message == "Hi there."
+        await ui.submit(Shutdown(), id="bye")
+        await ui.drain()
+    assert ui.types()[-1] == "shutdown_complete"
+    ui.check_invariants()
+    with pytest.raises(EngineClosed):
+        await codex.enqueue(Submission("late", Shutdown()))
+
+
+@pytest.mark.parametrize("threadsafe", [True, False], ids=["janus", "loop-only"])
+async def test_task_started_is_relayed_before_the_model_is_asked(
+    tmp_path: Path, threadsafe: bool
+) -> None:
+    """A UI that relays events through a task of its own (as every adapter does) has
+    task_started in hand before the Task spends its first stretch on the request."""
+    relayed: list[str] = []
+    seen_at_request: list[list[str]] = []
+
+    def reply(body: dict[str, Any]) -> ScriptedResponse:
+        seen_at_request.append(list(relayed))
+        return text_response("ok")
+
+    async def relay(codex: Codex, hop: asyncio.Queue[str]) -> None:
+        async for event in codex.events():
+            hop.put_nowait(event.msg.TYPE)
+
+    async def show(hop: asyncio.Queue[str]) -> None:
+        while (kind := await hop.get()) != "task_complete":
+            relayed.append(kind)
+
+    model = ScriptedModel([reply])
+    config = engine_config(tmp_path)
+    async with Codex(config, transport=model.mock_transport(), threadsafe=threadsafe) as codex:
+        hop: asyncio.Queue[str] = asyncio.Queue()
+        relaying = asyncio.create_task(relay(codex, hop))
+        showing = asyncio.create_task(show(hop))
+        await codex.submit(say("hello"), id="u1")
+        await asyncio.wait_for(showing, 10)
+        relaying.cancel()
+    assert seen_at_request == [["session_configured", "task_started"]]

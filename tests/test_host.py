@@ -128,6 +128,41 @@ async def take_all(attachment: Attachment) -> list[Any]:
     return frames
 
 
+async def test_an_idle_transport_is_written_in_the_pump_step_and_a_busy_one_by_its_writer() -> None:
+    """hand_over(): frames reach an idle transport at once, without waking its writer;
+    once the transport has bytes left unsent, the writer takes over again."""
+    host = await started_host()
+    try:
+        client = await host.attach(token=None)
+        session = client.session
+        written: list[list[Any]] = []
+        idle = [True]
+
+        def direct(batch: list[Any]) -> bool:
+            written.append(batch)
+            return idle[0]
+
+        assert client.poll() is None
+        waiting = asyncio.create_task(client.wait(direct))
+        await asyncio.sleep(0)
+        feed(session, AgentMessageDelta("a"), AgentMessageDelta("b"))
+        session.hand_over()
+        assert [e["msg"]["delta"] for e in events(written[0])] == ["a", "b"]  # one write
+        await asyncio.sleep(0.01)
+        assert not waiting.done()  # nothing for the writer to do
+
+        idle[0] = False  # the next write leaves bytes unsent
+        feed(session, AgentMessageDelta("c"))
+        session.hand_over()
+        await asyncio.wait_for(waiting, 1)  # the writer is woken to watch its transport
+        feed(session, AgentMessageDelta("d"))
+        session.hand_over()  # no direct writer now: queued for take()
+        assert len(written) == 2
+        assert [e["msg"]["delta"] for e in events(await client.take())] == ["d"]
+    finally:
+        await host.aclose()
+
+
 async def test_a_slow_connection_keeps_every_non_delta_event_in_bounded_memory() -> None:
     host = await started_host(send_buffer_bytes=4096)
     try:

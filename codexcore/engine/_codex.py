@@ -72,6 +72,7 @@ from ._clients import ModelClientPool
 from ._config import EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._history import History, Item, UnknownBookmark
+from ._queues import LoopQueue
 from ._requests import InputError, user_message
 from ._rollout import (
     LoadedSession,
@@ -93,6 +94,12 @@ if TYPE_CHECKING:
     import httpx
 
 log = get_logger(__name__)
+
+_NOT_STARTED = "the engine is not started: use `async with Codex()`"
+_LOOP_ONLY = (
+    "this engine's queues are loop-only (Codex(threadsafe=False)): "
+    "use enqueue(), submit() and next_event() on its loop"
+)
 
 UNCONFINED = SandboxStatus("none", "the sandbox policy is danger-full-access")
 
@@ -161,6 +168,10 @@ class Codex:
     (``submission_queue`` and ``event_queue``, bounded janus queues) so
     adapters can reach it from other threads.
 
+    ``threadsafe=False`` is for a consumer on the engine's own loop (a session
+    host): the queues are then loop-only and about three times cheaper per
+    event, and only ``enqueue``, ``submit`` and ``next_event`` reach them.
+
     ``transport`` replaces the HTTP transport of the model client: the
     official seam for tests (see :mod:`codexcore.testing`). ``clients`` shares
     model clients between engines (a session host passes one pool to all of
@@ -173,8 +184,10 @@ class Codex:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         clients: ModelClientPool | None = None,
+        threadsafe: bool = True,
     ) -> None:
         self.config = config or EngineConfig()
+        self._threadsafe = threadsafe
         self._owns_clients = clients is None
         self._clients = clients or ModelClientPool(self.config, transport=transport)
         self._session: Session | None = None
@@ -182,6 +195,9 @@ class Codex:
         self._ids = itertools.count(1)
         self._submissions: janus.Queue[Submission | Rejected] | None = None
         self._events: janus.Queue[Event] | None = None
+        # The engine's own ends of the queue pair: janus's async sides, or loop-only queues.
+        self._submission_q: janus.AsyncQueue[Submission | Rejected] | None = None
+        self._event_q: janus.AsyncQueue[Event] | None = None
         self._emit_lock = asyncio.Lock()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
@@ -197,8 +213,14 @@ class Codex:
         """Create the queues and start the dispatcher on the running loop."""
         if self._dispatcher is not None:
             raise RuntimeError("Codex.start() called twice")
-        self._submissions = janus.Queue(self.config.submission_queue_size)
-        self._events = janus.Queue(self.config.event_queue_size)
+        config = self.config
+        if self._threadsafe:
+            self._submissions = janus.Queue(config.submission_queue_size)
+            self._events = janus.Queue(config.event_queue_size)
+            self._submission_q, self._event_q = self._submissions.async_q, self._events.async_q
+        else:
+            self._submission_q = LoopQueue(config.submission_queue_size)
+            self._event_q = LoopQueue(config.event_queue_size)
         self._dispatcher = asyncio.create_task(self._dispatch_forever(), name="codexcore")
 
     async def __aenter__(self) -> Codex:
@@ -219,8 +241,9 @@ class Codex:
             return
         self.request_close()
         await self.wait_finished()
-        await self.submission_queue.wait_closed()
-        await self.event_queue.wait_closed()
+        for queue in (self._submissions, self._events):
+            if queue is not None:
+                await queue.wait_closed()
 
     def request_close(self, *, discard: bool = True) -> None:
         """Begin shutting down without waiting; call it on the engine's loop.
@@ -234,7 +257,7 @@ class Codex:
             self._discarding = True
             # One slot is enough: an emit blocked on a full queue completes, and
             # from then on emits that find the queue full drop their event.
-            queue = self.event_queue.async_q
+            queue = self._events_in()
             if queue.full():
                 queue.get_nowait()
         self._close_requested = True
@@ -252,15 +275,27 @@ class Codex:
 
     @property
     def submission_queue(self) -> janus.Queue[Submission | Rejected]:
+        self._submissions_in()  # names the problem if the engine is not started
         if self._submissions is None:
-            raise RuntimeError("the engine is not started: use `async with Codex()`")
+            raise RuntimeError(_LOOP_ONLY)
         return self._submissions
 
     @property
     def event_queue(self) -> janus.Queue[Event]:
+        self._events_in()
         if self._events is None:
-            raise RuntimeError("the engine is not started: use `async with Codex()`")
+            raise RuntimeError(_LOOP_ONLY)
         return self._events
+
+    def _submissions_in(self) -> janus.AsyncQueue[Submission | Rejected]:
+        if self._submission_q is None:
+            raise RuntimeError(_NOT_STARTED)
+        return self._submission_q
+
+    def _events_in(self) -> janus.AsyncQueue[Event]:
+        if self._event_q is None:
+            raise RuntimeError(_NOT_STARTED)
+        return self._event_q
 
     def new_id(self) -> str:
         """A fresh submission id (``s1``, ``s2`` …) for callers that do not choose one."""
@@ -269,18 +304,30 @@ class Codex:
     async def submit(self, op: Op, *, id: str | None = None) -> str:
         """Queue ``op`` and return its submission id (waits while the queue is full)."""
         sub_id = self.new_id() if id is None else id
+        await self.enqueue(Submission(sub_id, op))
+        return sub_id
+
+    async def enqueue(self, item: Submission | Rejected) -> None:
+        """Queue a decoded submission, or a line that failed to decode (answered by
+        an ``error`` event in its turn); waits while the queue is full."""
         try:
-            await self.submission_queue.async_q.put(Submission(sub_id, op))
+            await self._submissions_in().put(item)
         except janus.AsyncQueueShutDown:
             raise EngineClosed("the engine has shut down") from None
-        return sub_id
 
     async def next_event(self) -> Event:
         """The next event; raises EngineClosed after the stream has ended."""
         try:
-            return await self.event_queue.async_q.get()
+            return await self._events_in().get()
         except janus.AsyncQueueShutDown:
             raise EngineClosed("the event stream has ended") from None
+
+    def next_event_nowait(self) -> Event | None:
+        """The next event if one is queued, else None (also once the stream has ended)."""
+        try:
+            return self._events_in().get_nowait()
+        except (janus.AsyncQueueEmpty, janus.AsyncQueueShutDown):
+            return None
 
     async def events(self) -> AsyncIterator[Event]:
         """Every event, ending after ``shutdown_complete``."""
@@ -304,14 +351,14 @@ class Codex:
             if self._close_requested:
                 raise asyncio.CancelledError
             while not self._closed:
-                await self._dispatch(await self.submission_queue.async_q.get())
+                await self._dispatch(await self._submissions_in().get())
         except asyncio.CancelledError:
             # request_close(): shut down exactly as a Shutdown submission would.
             await self._abort("shutdown")
             await self._shutdown(Submission("", Shutdown()), [])
         finally:
-            self.submission_queue.shutdown(immediate=True)
-            self.event_queue.shutdown()
+            self._submissions_in().shutdown(immediate=True)
+            self._events_in().shutdown()
 
     async def _dispatch(self, item: Submission | Rejected) -> None:
         if isinstance(item, Rejected):
@@ -340,7 +387,7 @@ class Codex:
     async def _emit(self, sub_id: str, msg: EventMsg) -> None:
         """Number ``msg``, record it, and put it on the event queue: in order, with
         backpressure, and recorded before any UI can see it."""
-        queue = self.event_queue.async_q
+        queue = self._events_in()
         if self._discarding and (self._emit_lock.locked() or queue.full()):
             log.debug("event discarded while closing", type=type(msg).__name__)
             return
