@@ -93,6 +93,8 @@ from ._tools import ToolRouter
 if TYPE_CHECKING:
     import httpx
 
+    from ..model import ModelClient
+
 log = get_logger(__name__)
 
 _NOT_STARTED = "the engine is not started: use `async with Codex()`"
@@ -529,26 +531,40 @@ class Codex:
         if isinstance(sub.op, UserInput) and sub.op.last_response_id is not None:
             server = session.config.history_mode == "server"
             session.history.fork(sub.op.last_response_id, allow_external=server)
-        tools = ToolRouter(
-            session.config,
-            self.config,
-            session.approvals,
-            session.sandbox or UNCONFINED,
-            self._emitter(sub.id),
-        )
-        task = Task(
-            session_id=session.id,
-            config=session.config,
-            history=session.history,
-            client=session.client(),
-            tools=tools,
-            emit=self._emitter(sub.id),
-            take_injected=session.take_injected,
-        )
         await self._emit(sub.id, TaskStarted())
-        runner = asyncio.create_task(task.run(first_input), name=f"codexcore-task-{sub.id}")
+        # What the Task runs under is fixed now, though its objects are built in the runner.
+        under = (session.config, session.sandbox or UNCONFINED, session.client())
+        runner = asyncio.create_task(
+            self._run_task(session, sub.id, first_input, *under), name=f"codexcore-task-{sub.id}"
+        )
         supervisor = asyncio.create_task(self._supervise(sub.id, runner))
         session.running = RunningTask(sub.id, runner, supervisor)
+
+    async def _run_task(
+        self,
+        session: Session,
+        sub_id: str,
+        first_input: list[Item],
+        config: SessionConfig,
+        sandbox: SandboxStatus,
+        client: ModelClient,
+    ) -> TaskComplete:
+        """The runner: a Task under the configuration it started with."""
+        # Everything from here to the first request runs without a pause: let the
+        # events already emitted, task_started first, reach the UI before it.
+        await asyncio.sleep(0)
+        emit = self._emitter(sub_id)
+        tools = ToolRouter(config, self.config, session.approvals, sandbox, emit)
+        task = Task(
+            session_id=session.id,
+            config=config,
+            history=session.history,
+            client=client,
+            tools=tools,
+            emit=emit,
+            take_injected=session.take_injected,
+        )
+        return await task.run(first_input)
 
     async def _prepare(self, op: Op) -> list[Item] | LoadedSession | None:
         if isinstance(op, UserInput | InjectInput):

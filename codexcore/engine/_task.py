@@ -83,10 +83,6 @@ class Task:
         self._take_injected = take_injected
 
     async def run(self, first_input: list[Item]) -> TaskComplete:
-        # Building and sending the first request is the Task's longest stretch
-        # without a pause (about half a millisecond): let the events already
-        # emitted, task_started first, reach the UI before it.
-        await asyncio.sleep(0)
         new_items = first_input
         last_message: str | None = None
         while True:
