@@ -183,6 +183,21 @@ async def test_connection_and_session_limits(tmp_path: Path) -> None:
         await first.close()
 
 
+async def test_the_limit_of_connections_per_session_is_a_flag(tmp_path: Path) -> None:
+    args = ("--max-connections-per-session", "2")
+    async with serving(ScriptedModel([]), tmp_path, *args) as server:
+        first = await new_session(server)
+        session_id = welcome_of(first)["session_id"]
+        second = await new_session(server, session_id=session_id, control=False)
+        third = await server.client()
+        answer = await third.greet(session_id=session_id)
+        assert (answer["type"], answer["code"]) == ("refused", "session_full")
+        assert "limit of 2 connections" in answer["message"]
+        await third.close()
+        await second.close()
+        await first.close()
+
+
 # --- resuming ------------------------------------------------------------------------
 
 

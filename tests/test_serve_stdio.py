@@ -257,3 +257,33 @@ def test_files_and_dev_null_as_stdin_and_stdout(tmp_path: Path) -> None:
             argv, stdin=subprocess.DEVNULL, stdout=stdout_target, env=env, cwd=tmp_path, check=True
         )
         assert result.returncode == 0
+
+
+async def test_sessions_start_from_config_toml_and_the_chosen_profile(tmp_path: Path) -> None:
+    home = Path(os.environ["CODEXCORE_HOME"])
+    (home / "config.toml").write_text(
+        'model = "model-from-config"\napproval_policy = "never"\n\n'
+        '[profiles.fast]\nmodel = "model-from-profile"\n'
+    )
+    model = ScriptedModel([text_response("ok")])
+    async with stdio_server(model, tmp_path, "--profile", "fast", "--ephemeral") as ui:
+        await ui.send(sub("cfg", "configure_session"), say("u1", "hi"))
+        configured = await ui.until("session_configured")
+        assert configured["msg"]["model"] == "model-from-profile"
+        assert configured["msg"]["approval_policy"] == "never"  # from the file's top level
+        await ui.until("task_complete")
+        await finish(ui)
+    assert model.requests[0]["model"] == "model-from-profile"
+    assert not (home / "sessions").exists()  # --ephemeral: nothing recorded
+
+
+async def test_a_bad_config_toml_is_named_and_nothing_is_served(tmp_path: Path) -> None:
+    home = Path(os.environ["CODEXCORE_HOME"])
+    (home / "config.toml").write_text('approval_policy = "sometimes"\n')
+    async with stdio_server(ScriptedModel([]), tmp_path) as server:
+        assert await server.wait_exit() == 2
+        await server.to_end()
+        assert server.events() == []
+        problem = (await server.wait_stderr(r"config\.toml.*")).group(0)
+        assert "approval_policy" in problem
+        assert "sometimes" in problem

@@ -9,6 +9,10 @@ watch and resume; both may be given at once (one set of sessions). A TCP
 client must present the token: from --token-file, else $CODEXCORE_TOKEN,
 else one is generated and printed on stderr. The wire is described in
 docs/adapters.md.
+
+Sessions start from the configuration, as ``exec`` does: flags, then the
+environment, the --profile, config.toml and the defaults; a client's
+configure_session changes its own session from there.
 """
 
 from __future__ import annotations
@@ -63,11 +67,18 @@ def register(subparsers: Any) -> None:
         "generated one is printed on stderr; a Unix-only server without either relies on "
         "the peer's uid)",
     )
+    sessions = parser.add_argument_group("sessions")
+    sessions.add_argument("--profile", help="a profile from config.toml")
+    sessions.add_argument("-m", "--model", help="the model sessions start with")
+    sessions.add_argument("--cwd", metavar="DIR", help="sessions' default working directory")
+    sessions.add_argument(
+        "--ephemeral", action="store_true", help="record no session (nothing is written)"
+    )
     limits = parser.add_argument_group("limits")
-    limits.add_argument("--cwd", metavar="DIR", help="sessions' default working directory")
     _number(limits, "--max-line-bytes", int, 1024 * 1024, "longest line read")
     _number(limits, "--max-sessions", int, 10_000, "sessions at once")
     _number(limits, "--max-connections", int, 2_048, "connections at once")
+    _number(limits, "--max-connections-per-session", int, 32, "clients watching one session")
     _number(limits, "--replay-events", int, 4_096, "events each session keeps for replay")
     _number(limits, "--replay-bytes", int, 2 * 1024 * 1024, "bytes each session keeps for replay")
     _number(limits, "--send-buffer-bytes", int, 512 * 1024, "each connection's send queue")
@@ -103,8 +114,13 @@ def run(args: argparse.Namespace) -> int:
         # First thing: nothing may reach the protocol stream but protocol lines.
         from ..adapters.stdio import claim_stdio
 
+        try:
+            config = _config(args, None)
+        except ValueError as exc:
+            _say(str(exc))
+            return 2
         in_fd, out_fd = claim_stdio()
-        return asyncio.run(_serve_stdio(args, in_fd, out_fd))
+        return asyncio.run(_serve_stdio(config, in_fd, out_fd))
     if not args.tcp and args.unix is None:
         _say("say where to serve: --stdio, --tcp HOST:PORT or --unix [PATH]")
         return 2
@@ -113,23 +129,32 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         token = _token(args)
-    except (OSError, ValueError) as exc:
+        config = _config(args, token)
+    except (OSError, ValueError) as exc:  # a configuration error names file, key and values
         _say(str(exc))
         return 2
     _raise_fd_limit()
-    return asyncio.run(_serve_sockets(args, token))
+    return asyncio.run(_serve_sockets(args, config))
 
 
 def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
-    from ..adapters._host import HostConfig, host_engine_config
-    from ..engine import SessionConfig
+    from ..adapters._host import ENGINE_EVENT_QUEUE, HostConfig
+    from ..config import load_settings
 
-    session = SessionConfig(cwd=os.path.abspath(args.cwd)) if args.cwd else SessionConfig()
+    loaded = load_settings(
+        profile=args.profile, overrides={"model": args.model} if args.model else {}
+    )
+    for warning in loaded.warnings:
+        _say(f"warning: {warning}")
+    engine = loaded.settings.engine_config(
+        cwd=args.cwd or os.getcwd(), event_queue_size=ENGINE_EVENT_QUEUE, ephemeral=args.ephemeral
+    )
     return HostConfig(
-        engine=host_engine_config(session=session),
+        engine=engine,
         token=token,
         max_sessions=args.max_sessions,
         max_connections=args.max_connections,
+        max_connections_per_session=args.max_connections_per_session,
         replay_events=args.replay_events,
         replay_bytes=args.replay_bytes,
         send_buffer_bytes=args.send_buffer_bytes,
@@ -169,19 +194,18 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-async def _serve_stdio(args: argparse.Namespace, in_fd: int, out_fd: int) -> int:
+async def _serve_stdio(config: HostConfig, in_fd: int, out_fd: int) -> int:
     from ..adapters.stdio import serve_stdio
 
-    return await serve_stdio(in_fd, out_fd, _config(args, None))
+    return await serve_stdio(in_fd, out_fd, config)
 
 
-async def _serve_sockets(args: argparse.Namespace, token: str | None) -> int:
+async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
     from ..adapters._host import SessionHost
     from ..adapters._server import shutdown
     from ..adapters.tcp import TcpServer, parse_address, tls_context
     from ..adapters.unix import UnixServer
 
-    config = _config(args, token)
     host = SessionHost(config)
     await host.start()
     listeners: list[Listener] = []
