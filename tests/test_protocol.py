@@ -170,6 +170,36 @@ def test_bad_submissions_name_the_problem(line: str, sub_id: str, message: str) 
     assert info.value.submission_id == sub_id
 
 
+@pytest.mark.parametrize(
+    ("msg", "message"),
+    [
+        (
+            {"type": "apply_patch_approval_request", "call_id": "c", "changes": {"/a": {}}},
+            "event.msg.changes./a.type: missing required field",
+        ),
+        (
+            {
+                "type": "apply_patch_approval_request",
+                "call_id": "c",
+                "changes": {"/a": {"type": "add", "content": "x"}, "/b": {"type": "add"}},
+            },
+            "event.msg.changes./b.content: missing required field",
+        ),
+        (
+            {"type": "exec_command_output_delta", "call_id": "c", "stream": "stdout", "chunk": "%"},
+            "event.msg.chunk: not valid base64",
+        ),
+        ({"type": "token_count", "input_tokens": True}, "event.msg.input_tokens: expected an"),
+    ],
+)
+def test_bad_events_name_the_path_through_maps_and_bytes(
+    msg: dict[str, object], message: str
+) -> None:
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode_event({"id": "t", "seq": 0, "msg": msg})
+    assert message in info.value.message
+
+
 def test_invalid_utf8_is_a_protocol_error() -> None:
     with pytest.raises(p.ProtocolError, match="invalid JSON"):
         p.decode_submission(b'{"id": "\xff"}')
