@@ -24,12 +24,10 @@ The format is documented in ``docs/configuration.md``.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
@@ -37,6 +35,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from .protocol import ApprovalPolicy, HistoryMode, ReasoningEffort, SandboxMode
+from .protocol._value import Value
 
 if TYPE_CHECKING:
     from .engine import EngineConfig
@@ -103,8 +102,8 @@ def _header_names(headers: Mapping[str, str]) -> str:
     return repr(sorted(headers))  # values may identify an account: never in a repr
 
 
-@attrs.frozen
-class ProviderSettings:
+@attrs.frozen(repr=False, eq=False)
+class ProviderSettings(Value):
     """Where model requests go and how they are retried.
 
     ``api_key_env`` is the *name* of the environment variable holding the key.
@@ -122,8 +121,8 @@ class ProviderSettings:
     stream_idle_timeout: float = 300.0
 
 
-@attrs.frozen
-class Settings:
+@attrs.frozen(repr=False, eq=False)
+class Settings(Value):
     """Everything ``config.toml`` can say, resolved, plus the key and the home.
 
     ``instructions=None`` means the engine's default instructions;
@@ -189,8 +188,8 @@ class Settings:
         return attrs.evolve(config, **changes) if changes else config
 
 
-@attrs.frozen
-class Source:
+@attrs.frozen(repr=False, eq=False)
+class Source(Value):
     """Where a value came from.
 
     ``detail`` is the flag's setting name for ``flag``, the variable's name for
@@ -213,8 +212,8 @@ class Source:
 _DEFAULT = Source("default")
 
 
-@attrs.frozen
-class LoadedSettings:
+@attrs.frozen(repr=False, eq=False)
+class LoadedSettings(Value):
     """What :func:`load_settings` found.
 
     ``path`` is the ``config.toml`` looked at, ``display_path`` the same as
@@ -247,8 +246,8 @@ class _Invalid(Exception):
         self.expected = expected
 
 
-@attrs.frozen
-class _Context:
+@attrs.frozen(repr=False, eq=False)
+class _Context(Value):
     """What validators need besides the value: the user's home, for ``~``."""
 
     user_home: str | None
@@ -377,8 +376,8 @@ def _expand_user(path: str, user_home: str | None) -> str:
     return path
 
 
-@attrs.frozen
-class _Key:
+@attrs.frozen(repr=False, eq=False)
+class _Key(Value):
     check: _Check
     kind: Literal["str", "bool", "int", "float", "list", "table"] = "str"
     secret: bool = False  # never echo the value in an error
@@ -449,8 +448,8 @@ def _refuse_secret(where: str, shown: str) -> ConfigError:
 # --- reading config.toml -----------------------------------------------------------------
 
 
-@attrs.frozen
-class _File:
+@attrs.frozen(repr=False, eq=False)
+class _File(Value):
     """config.toml, validated: the top-level settings, the profiles, the default profile."""
 
     settings: dict[str, Any]
@@ -550,6 +549,8 @@ class _Reader:
 def _suggest(key: str, prefix: str, here: tuple[str, ...], elsewhere: str | None) -> str | None:
     """The dotted key ``prefix + key`` was probably meant to be: a close key in the same
     table, else in ``[provider]`` (from the top level) or the top level (from ``[provider]``)."""
+    import difflib  # only for a file with a typo: start-up skips it
+
     close = difflib.get_close_matches(key, here, n=1, cutoff=0.6)
     if close:
         return prefix + close[0]
@@ -568,15 +569,19 @@ def _read_file(path: str, where: str, ctx: _Context) -> tuple[_File | None, list
     """The validated file and its warnings; ``(None, [])`` when it does not exist."""
     try:
         with open(path, "rb") as stream:
-            document = tomllib.load(stream)
+            raw = stream.read()
     except FileNotFoundError:
         return None, []
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: invalid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: invalid TOML: not UTF-8 (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    import tomllib  # only when there is a file: every command's start-up skips it otherwise
+
+    try:
+        document = tomllib.loads(raw.decode())
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML: not UTF-8 (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML: {exc}") from None
     reader = _Reader(where, ctx)
     return reader.read(document), reader.warnings
 

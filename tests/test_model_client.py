@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import ssl
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
@@ -653,3 +654,52 @@ def test_retry_after_from_message() -> None:
     assert retry_after_from_message("Please try again in 250ms") == 0.25
     assert retry_after_from_message("Try again in 2 seconds") == 2.0
     assert retry_after_from_message("no hint") is None
+
+
+# --- TLS: verified wherever it can happen ---------------------------------------------
+
+
+async def _untrusted_tls_server() -> asyncio.Server:
+    """A TLS server whose certificate no CA bundle trusts; it answers nothing."""
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # reached only by a client that skipped verification
+        writer.close()
+
+    return await asyncio.start_server(hold, "127.0.0.1", 0, ssl=context)
+
+
+async def _first_failure(client: ModelClient) -> ModelError:
+    async with client:
+        _, error = await collect_failure(client)
+    return error
+
+
+async def test_an_untrusted_https_server_is_refused() -> None:
+    server = await _untrusted_tls_server()
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        client = ModelClient(
+            base_url=f"https://127.0.0.1:{port}/v1", retry=RetryPolicy(max_attempts=1)
+        )
+        error = await _first_failure(client)
+    assert "CERTIFICATE_VERIFY_FAILED" in error.message
+
+
+async def test_a_plain_http_url_through_an_https_proxy_still_verifies_the_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A plain HTTP client loads no CA bundle; a TLS proxy from the environment is
+    # verified all the same (httpx gives proxies a verified context of their own).
+    server = await _untrusted_tls_server()
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"https://127.0.0.1:{port}")
+    async with server:
+        client = ModelClient(base_url="http://model.invalid/v1", retry=RetryPolicy(max_attempts=1))
+        error = await _first_failure(client)
+    assert "CERTIFICATE_VERIFY_FAILED" in error.message

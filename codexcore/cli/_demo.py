@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import tempfile  # every command builds this parser: keep its imports light
+
     with tempfile.TemporaryDirectory(prefix="codexcore-demo-") as workspace:
         Path(workspace, "notes.txt").write_text("a file for the demo to find\n")
         return asyncio.run(_demo(workspace, auto_approve=args.yes))

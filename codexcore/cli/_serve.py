@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import os
 import resource
-import secrets
 import signal
 import stat
 import sys
@@ -180,6 +179,8 @@ def _token(args: argparse.Namespace) -> str | None:
         return token
     if not args.tcp:
         return None  # Unix only: the socket's mode and the peer's uid guard the door
+    import secrets  # every command builds this parser: keep its imports light
+
     token = secrets.token_urlsafe(32)
     _say(f"token: {token}")
     return token

@@ -7,7 +7,6 @@ tested without a model.
 from __future__ import annotations
 
 import base64
-import mimetypes
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +91,8 @@ def _content(item: InputItem) -> dict[str, Any]:
 
 
 def _data_url(item: LocalImageInput) -> str:
+    import mimetypes  # reads the system's mime.types: only for a local image
+
     path = Path(item.path)
     mime, _ = mimetypes.guess_type(path.name)
     if mime is None or not mime.startswith("image/"):

@@ -6,6 +6,8 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from ..protocol._value import Value
+
 __all__ = [
     "Completed",
     "FunctionCallArgumentsDelta",
@@ -20,22 +22,22 @@ __all__ = [
 ]
 
 
-@attrs.frozen
-class ResponseCreated:
+@attrs.frozen(repr=False, eq=False)
+class ResponseCreated(Value):
     """The server accepted the request and started response ``response_id``."""
 
     response_id: str
 
 
-@attrs.frozen
-class OutputItemAdded:
+@attrs.frozen(repr=False, eq=False)
+class OutputItemAdded(Value):
     """An output item started; ``item`` is the raw Responses item, possibly partial."""
 
     item: dict[str, Any]
 
 
-@attrs.frozen
-class OutputItemDone:
+@attrs.frozen(repr=False, eq=False)
+class OutputItemDone(Value):
     """An output item is final.
 
     ``item`` is the raw Responses output item: ``{"type": "message", ...}``,
@@ -48,32 +50,32 @@ class OutputItemDone:
 
 # Deltas are dict-backed rather than slotted: frozen attrs builds those about
 # twice as fast, and one is built per streamed token.
-@attrs.frozen(slots=False)
-class OutputTextDelta:
+@attrs.frozen(slots=False, repr=False, eq=False)
+class OutputTextDelta(Value):
     """More assistant text for the message item ``item_id``."""
 
     item_id: str
     delta: str
 
 
-@attrs.frozen(slots=False)
-class ReasoningSummaryDelta:
+@attrs.frozen(slots=False, repr=False, eq=False)
+class ReasoningSummaryDelta(Value):
     """More reasoning-summary text for the reasoning item ``item_id``."""
 
     item_id: str
     delta: str
 
 
-@attrs.frozen(slots=False)
-class FunctionCallArgumentsDelta:
+@attrs.frozen(slots=False, repr=False, eq=False)
+class FunctionCallArgumentsDelta(Value):
     """More JSON text of the arguments of the function-call item ``item_id``."""
 
     item_id: str
     delta: str
 
 
-@attrs.frozen
-class Usage:
+@attrs.frozen(repr=False, eq=False)
+class Usage(Value):
     """Token accounting of one response; counts the server left out are 0."""
 
     input_tokens: int = 0
@@ -83,16 +85,16 @@ class Usage:
     total_tokens: int = 0
 
 
-@attrs.frozen
-class Completed:
+@attrs.frozen(repr=False, eq=False)
+class Completed(Value):
     """The response finished; always the last event of a successful stream."""
 
     response_id: str
     usage: Usage | None = None
 
 
-@attrs.frozen
-class RetryScheduled:
+@attrs.frozen(repr=False, eq=False)
+class RetryScheduled(Value):
     """The attempt failed in a way worth retrying; the client retries after ``delay`` s.
 
     Sent before the client sleeps. ``attempt`` numbers the retries from 1 and

@@ -6,15 +6,16 @@ import math
 import random
 import re
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
 import attrs
+
+from ..protocol._value import Value
 
 __all__ = ["RetryPolicy", "parse_retry_after", "retry_after_from_message"]
 
 
-@attrs.frozen
-class RetryPolicy:
+@attrs.frozen(repr=False, eq=False)
+class RetryPolicy(Value):
     """How often and how patiently a request is retried.
 
     The request is sent at most ``max_attempts`` times (1 means never retry).
@@ -58,6 +59,9 @@ def parse_retry_after(value: str, *, now: datetime | None = None) -> float | Non
 
 
 def _seconds_until_http_date(value: str, now: datetime | None) -> float | None:
+    # The email package costs ~3 ms to import; few servers ever send a date.
+    from email.utils import parsedate_to_datetime
+
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -12,13 +12,15 @@ import re
 
 import attrs
 
+from ..protocol._value import Value
+
 __all__ = ["SSEDecoder", "ServerSentEvent"]
 
 
 # Dict-backed rather than slotted: attrs then writes the fields straight into
 # __dict__, which builds about twice as fast, and one is built per delta.
-@attrs.frozen(slots=False)
-class ServerSentEvent:
+@attrs.frozen(slots=False, repr=False, eq=False)
+class ServerSentEvent(Value):
     """One dispatched event.
 
     ``event`` is the event type (``"message"`` when the stream named none),

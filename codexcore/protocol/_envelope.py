@@ -6,12 +6,13 @@ import attrs
 
 from ._events import Event
 from ._ops import Op
+from ._value import Value
 
 __all__ = ["Event", "Submission"]
 
 
-@attrs.frozen
-class Submission:
+@attrs.frozen(repr=False, eq=False)
+class Submission(Value):
     """A UI's request: ``id`` is chosen by the UI and names the work it starts."""
 
     id: str

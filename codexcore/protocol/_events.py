@@ -24,11 +24,12 @@ from ._types import (
     SandboxKind,
     SandboxPolicy,
 )
+from ._value import Value
 from ._wire import EVENT_MSGS, Tagged
 
 
 @EVENT_MSGS.register("session_configured")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class SessionConfigured(Tagged):
     """The Session exists with this configuration.
 
@@ -49,13 +50,13 @@ class SessionConfigured(Tagged):
 
 
 @EVENT_MSGS.register("task_started")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class TaskStarted(Tagged):
     """A Task began; its id is the id of the submission that started it."""
 
 
 @EVENT_MSGS.register("agent_message")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class AgentMessage(Tagged):
     """A complete message from the model (authoritative over the deltas)."""
 
@@ -63,7 +64,7 @@ class AgentMessage(Tagged):
 
 
 @EVENT_MSGS.register("agent_message_delta")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class AgentMessageDelta(Tagged):
     """A piece of a message while the model streams it."""
 
@@ -71,7 +72,7 @@ class AgentMessageDelta(Tagged):
 
 
 @EVENT_MSGS.register("agent_reasoning")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class AgentReasoning(Tagged):
     """The model's reasoning summary, complete."""
 
@@ -79,7 +80,7 @@ class AgentReasoning(Tagged):
 
 
 @EVENT_MSGS.register("agent_reasoning_delta")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class AgentReasoningDelta(Tagged):
     """A piece of the reasoning summary while it streams."""
 
@@ -87,7 +88,7 @@ class AgentReasoningDelta(Tagged):
 
 
 @EVENT_MSGS.register("exec_approval_request")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ExecApprovalRequest(Tagged):
     """The Task waits for an ``exec_approval`` whose ``id`` is this ``call_id``."""
 
@@ -98,7 +99,7 @@ class ExecApprovalRequest(Tagged):
 
 
 @EVENT_MSGS.register("exec_command_begin")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ExecCommandBegin(Tagged):
     """A command started."""
 
@@ -108,7 +109,7 @@ class ExecCommandBegin(Tagged):
 
 
 @EVENT_MSGS.register("exec_command_output_delta")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ExecCommandOutputDelta(Tagged):
     """Up to 8 KiB of a running command's output (base64 on the wire)."""
 
@@ -118,7 +119,7 @@ class ExecCommandOutputDelta(Tagged):
 
 
 @EVENT_MSGS.register("exec_command_end")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ExecCommandEnd(Tagged):
     """A command ended. The output fields are bounded: head and tail are kept."""
 
@@ -132,7 +133,7 @@ class ExecCommandEnd(Tagged):
 
 
 @EVENT_MSGS.register("apply_patch_approval_request")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ApplyPatchApprovalRequest(Tagged):
     """The Task waits for a ``patch_approval`` whose ``id`` is this ``call_id``.
 
@@ -147,7 +148,7 @@ class ApplyPatchApprovalRequest(Tagged):
 
 
 @EVENT_MSGS.register("patch_apply_begin")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class PatchApplyBegin(Tagged):
     """A patch is being applied."""
 
@@ -157,7 +158,7 @@ class PatchApplyBegin(Tagged):
 
 
 @EVENT_MSGS.register("patch_apply_end")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class PatchApplyEnd(Tagged):
     """A patch was applied (``success``) or refused, all or nothing."""
 
@@ -168,7 +169,7 @@ class PatchApplyEnd(Tagged):
 
 
 @EVENT_MSGS.register("turn_diff")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class TurnDiff(Tagged):
     """Everything the Turn changed on disk, as one git-style unified diff."""
 
@@ -176,7 +177,7 @@ class TurnDiff(Tagged):
 
 
 @EVENT_MSGS.register("turn_complete")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class TurnComplete(Tagged):
     """A model response completed; ``response_id`` is a bookmark to fork from."""
 
@@ -184,7 +185,7 @@ class TurnComplete(Tagged):
 
 
 @EVENT_MSGS.register("task_complete")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class TaskComplete(Tagged):
     """Terminal: the model finished with no further tool calls."""
 
@@ -193,7 +194,7 @@ class TaskComplete(Tagged):
 
 
 @EVENT_MSGS.register("token_count")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class TokenCount(Tagged):
     """Token usage of the response that just completed."""
 
@@ -205,7 +206,7 @@ class TokenCount(Tagged):
 
 
 @EVENT_MSGS.register("warning")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class WarningEvent(Tagged):
     """Something the user should know; work goes on."""
 
@@ -213,7 +214,7 @@ class WarningEvent(Tagged):
 
 
 @EVENT_MSGS.register("stream_error")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class StreamError(Tagged):
     """The model stream failed and is being retried (``attempt`` of ``max_attempts``)."""
 
@@ -223,7 +224,7 @@ class StreamError(Tagged):
 
 
 @EVENT_MSGS.register("error")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ErrorEvent(Tagged):
     """Under a Task's id: the Task ended. Under another id: that submission was rejected."""
 
@@ -232,7 +233,7 @@ class ErrorEvent(Tagged):
 
 
 @EVENT_MSGS.register("turn_aborted")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class TurnAborted(Tagged):
     """Terminal: the Task was stopped before it finished."""
 
@@ -240,7 +241,7 @@ class TurnAborted(Tagged):
 
 
 @EVENT_MSGS.register("submission_ack")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class SubmissionAck(Tagged):
     """The submission ``id`` was accepted; ``duplicate`` when it had been before.
 
@@ -253,8 +254,8 @@ class SubmissionAck(Tagged):
     duplicate: bool
 
 
-@attrs.frozen
-class SessionSummary:
+@attrs.frozen(repr=False, eq=False)
+class SessionSummary(Value):
     """One recorded session, as ``session_list`` shows it."""
 
     session_id: str
@@ -269,7 +270,7 @@ class SessionSummary:
 
 
 @EVENT_MSGS.register("session_list")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class SessionList(Tagged):
     """The answer to ``list_sessions``, newest first."""
 
@@ -277,7 +278,7 @@ class SessionList(Tagged):
 
 
 @EVENT_MSGS.register("session_history")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class SessionHistory(Tagged):
     """The answer to ``get_history``: recorded events ``offset`` to ``offset + len(events)``
     of ``total``, each with the id and seq it had when it was sent."""
@@ -289,7 +290,7 @@ class SessionHistory(Tagged):
 
 
 @EVENT_MSGS.register("shutdown_complete")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ShutdownComplete(Tagged):
     """The engine released everything; this is the last event of the stream."""
 
@@ -326,8 +327,8 @@ EventMsg = Annotated[
 TERMINAL_EVENT_TYPES = frozenset({"task_complete", "turn_aborted", "error"})
 
 
-@attrs.frozen
-class Event:
+@attrs.frozen(repr=False, eq=False)
+class Event(Value):
     """What the engine reports (the envelope of every EventMsg).
 
     ``id`` is the id of the submission the event belongs to (for a Task's

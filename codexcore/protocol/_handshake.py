@@ -23,22 +23,23 @@ import orjson
 
 from ._codec import ProtocolError, _load_object, decode_event, decode_variant, to_wire
 from ._envelope import Event
+from ._value import Value
 from ._wire import CONNECTION_MSGS, Tagged
 
 PROTOCOL_VERSION = 1
 """The version of the socket protocol this package speaks (``hello.protocol_version``)."""
 
 
-@attrs.frozen
-class Peer:
+@attrs.frozen(repr=False, eq=False)
+class Peer(Value):
     """A program at one end of a connection: its name and version."""
 
     name: str
     version: str
 
 
-@attrs.frozen
-class Limits:
+@attrs.frozen(repr=False, eq=False)
+class Limits(Value):
     """What a client needs to know about the server's rules.
 
     ``max_line_bytes``: the longest line the server reads (without the
@@ -53,7 +54,7 @@ class Limits:
 
 
 @CONNECTION_MSGS.register("hello")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class Hello(Tagged):
     """The client's first line.
 
@@ -73,7 +74,7 @@ class Hello(Tagged):
 
 
 @CONNECTION_MSGS.register("welcome")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class Welcome(Tagged):
     """The handshake succeeded; the session's Events follow.
 
@@ -96,7 +97,7 @@ class Welcome(Tagged):
 
 
 @CONNECTION_MSGS.register("refused")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class Refused(Tagged):
     """The handshake failed (``code`` says why); the server closes the connection.
 
@@ -109,7 +110,7 @@ class Refused(Tagged):
 
 
 @CONNECTION_MSGS.register("control_changed")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ControlChanged(Tagged):
     """This connection gained or lost control of its session (``reason`` says how)."""
 
@@ -118,7 +119,7 @@ class ControlChanged(Tagged):
 
 
 @CONNECTION_MSGS.register("submission_rejected")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class SubmissionRejected(Tagged):
     """A submission from this connection was not accepted and never reached the session.
 
@@ -131,7 +132,7 @@ class SubmissionRejected(Tagged):
 
 
 @CONNECTION_MSGS.register("closing")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class Closing(Tagged):
     """The server is closing this connection (the session goes on); reattach to resume."""
 

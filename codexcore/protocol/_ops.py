@@ -22,7 +22,7 @@ from ._wire import OPS, Tagged
 
 
 @OPS.register("configure_session")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ConfigureSession(Tagged):
     """Create the Session, or reconfigure it (aborting a running Task).
 
@@ -41,7 +41,7 @@ class ConfigureSession(Tagged):
 
 
 @OPS.register("user_input")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class UserInput(Tagged):
     """Start a Task (replacing a running one).
 
@@ -54,7 +54,7 @@ class UserInput(Tagged):
 
 
 @OPS.register("inject_input")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class InjectInput(Tagged):
     """Add input to the running Task's next model request (or start a Task when idle)."""
 
@@ -62,13 +62,13 @@ class InjectInput(Tagged):
 
 
 @OPS.register("interrupt")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class Interrupt(Tagged):
     """Stop the running Task: the stream is cancelled and commands are killed."""
 
 
 @OPS.register("exec_approval")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ExecApproval(Tagged):
     """Answer an ``exec_approval_request``; ``id`` is the request's ``call_id``."""
 
@@ -77,7 +77,7 @@ class ExecApproval(Tagged):
 
 
 @OPS.register("patch_approval")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class PatchApproval(Tagged):
     """Answer an ``apply_patch_approval_request``; ``id`` is its ``call_id``."""
 
@@ -86,7 +86,7 @@ class PatchApproval(Tagged):
 
 
 @OPS.register("list_sessions")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ListSessions(Tagged):
     """List recorded sessions, most recently written first (only those started in ``cwd``).
 
@@ -98,7 +98,7 @@ class ListSessions(Tagged):
 
 
 @OPS.register("resume_session")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ResumeSession(Tagged):
     """Make a recorded session the current one: new Turns continue its history.
 
@@ -109,7 +109,7 @@ class ResumeSession(Tagged):
 
 
 @OPS.register("fork_session")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ForkSession(Tagged):
     """Start a new session whose history is a recorded session's up to ``response_id``.
 
@@ -121,7 +121,7 @@ class ForkSession(Tagged):
 
 
 @OPS.register("get_history")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class GetHistory(Tagged):
     """The recorded events of a session (the current one when ``session_id`` is null),
     a page at a time. Answered by ``session_history``."""
@@ -132,7 +132,7 @@ class GetHistory(Tagged):
 
 
 @OPS.register("shutdown")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class Shutdown(Tagged):
     """Abort any Task, release everything, answer ``shutdown_complete`` and end the stream."""
 

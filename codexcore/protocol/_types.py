@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 import attrs
 
+from ._value import Value
 from ._wire import FILE_CHANGES, INPUT_ITEMS, Tagged
 
 ApprovalPolicy = Literal["untrusted", "on-failure", "on-request", "never"]
@@ -32,7 +33,7 @@ SandboxKind = Literal["bwrap", "none"]
 
 
 @INPUT_ITEMS.register("text")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class TextInput(Tagged):
     """Text typed by the user."""
 
@@ -40,7 +41,7 @@ class TextInput(Tagged):
 
 
 @INPUT_ITEMS.register("image")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ImageInput(Tagged):
     """An image by URL (``https:`` or a ``data:`` URL)."""
 
@@ -48,7 +49,7 @@ class ImageInput(Tagged):
 
 
 @INPUT_ITEMS.register("local_image")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class LocalImageInput(Tagged):
     """An image file on the engine's machine; the engine inlines it as a data URL."""
 
@@ -58,8 +59,8 @@ class LocalImageInput(Tagged):
 InputItem = Annotated[TextInput | ImageInput | LocalImageInput, INPUT_ITEMS]
 
 
-@attrs.frozen
-class SandboxPolicy:
+@attrs.frozen(repr=False, eq=False)
+class SandboxPolicy(Value):
     """How the model's commands are confined.
 
     ``read-only``: the whole filesystem read-only, no network.
@@ -74,7 +75,7 @@ class SandboxPolicy:
 
 
 @FILE_CHANGES.register("add")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class AddChange(Tagged):
     """A file the patch creates, with its whole content."""
 
@@ -82,7 +83,7 @@ class AddChange(Tagged):
 
 
 @FILE_CHANGES.register("delete")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class DeleteChange(Tagged):
     """A file the patch removes, with the content it had."""
 
@@ -90,7 +91,7 @@ class DeleteChange(Tagged):
 
 
 @FILE_CHANGES.register("update")
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class UpdateChange(Tagged):
     """A file the patch edits (and perhaps moves to ``move_path``)."""
 

@@ -16,11 +16,19 @@ from typing import Any, ClassVar, Literal, TypeVar, get_args, get_origin
 
 import attrs
 
+from ._value import Value
+
 T = TypeVar("T")
 
 
-class Tagged:
-    """Base of every tagged variant; ``TYPE`` is its wire tag (set by ``register``)."""
+class Tagged(Value):
+    """Base of every tagged variant; ``TYPE`` is its wire tag (set by ``register``).
+
+    Wire classes are declared ``@attrs.frozen(repr=False, eq=False)``: their
+    ``__eq__``, ``__hash__`` and ``__repr__`` come from :class:`Value`, as
+    attrs would write them, without compiling three methods per class at
+    import (see ``_value.py``).
+    """
 
     __slots__ = ()
     TYPE: ClassVar[str]
@@ -58,44 +66,44 @@ CONNECTION_MSGS = Registry("ConnectionMsg")
 # --- shapes -----------------------------------------------------------------
 
 
-@attrs.frozen
-class Scalar:
+@attrs.frozen(repr=False, eq=False)
+class Scalar(Value):
     py: type[Any]  # str, int, float or bool
     name: str  # JSON type name
 
 
-@attrs.frozen
-class Enum:
+@attrs.frozen(repr=False, eq=False)
+class Enum(Value):
     values: tuple[str, ...]
 
 
-@attrs.frozen
-class Optional:
+@attrs.frozen(repr=False, eq=False)
+class Optional(Value):
     inner: Shape
 
 
-@attrs.frozen
-class Seq:
+@attrs.frozen(repr=False, eq=False)
+class Seq(Value):
     item: Shape
 
 
-@attrs.frozen
-class Map:
+@attrs.frozen(repr=False, eq=False)
+class Map(Value):
     value: Shape
 
 
-@attrs.frozen
-class Bytes:
+@attrs.frozen(repr=False, eq=False)
+class Bytes(Value):
     """Raw bytes, carried as base64 text on the wire."""
 
 
-@attrs.frozen
-class Record:
+@attrs.frozen(repr=False, eq=False)
+class Record(Value):
     cls: type[Any]
 
 
-@attrs.frozen
-class Union:
+@attrs.frozen(repr=False, eq=False)
+class Union(Value):
     registry: Registry
 
 
@@ -104,8 +112,8 @@ Shape = Scalar | Enum | Optional | Seq | Map | Bytes | Record | Union
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
-@attrs.frozen
-class Field:
+@attrs.frozen(repr=False, eq=False)
+class Field(Value):
     name: str
     shape: Shape
     required: bool

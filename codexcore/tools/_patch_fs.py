@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Sequence
 
 import attrs
 
+from ..protocol._value import Value
 from ._patch_text import apply_chunks, unified_diff
 from ._patch_types import (
     AddFile,
@@ -190,8 +190,8 @@ def _plan_update(path: str, operation: UpdateFile, tree: _Tree) -> FileEdit:
 # -- committing ---------------------------------------------------------------
 
 
-@attrs.frozen
-class _Staged:
+@attrs.frozen(repr=False, eq=False)
+class _Staged(Value):
     """An edit whose new content sits in ``temp``, ready to be renamed onto ``target``."""
 
     edit: FileEdit
@@ -297,7 +297,7 @@ def _make_parents(target: str, created: list[str]) -> None:
 
 def _write_temp(target: str, data: bytes, mode: int | None) -> str:
     directory, name = os.path.split(target)
-    temp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+    temp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
     # 0o666 lets the umask decide a new file's mode, as a plain open() would.
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if mode is not None else 0o666)
     try:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from ..protocol._value import Value
 from ._patch_types import Chunk, HunkLine, PatchApplyError
 
 # Typographic characters models swap for ASCII (or the other way round).
@@ -85,8 +86,8 @@ def _find_run(keyed: list[str], wanted: list[str], starts: int) -> int | None:
         i += 1
 
 
-@attrs.frozen
-class Replacement:
+@attrs.frozen(repr=False, eq=False)
+class Replacement(Value):
     """A hunk placed in the file: its body aligned so its first old line is ``start``.
 
     A pure insertion (no old lines) inserts before the line at ``start``.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Sequence
@@ -94,6 +93,8 @@ def _unified(a: list[str], b: list[str], from_file: str, to_file: str, context: 
     common head and tail of a file (usually nearly all of it) are cut off
     first, keeping ``context`` lines of each, and the hunk headers shifted.
     """
+    import difflib  # only when a patch is shown: exec's start-up skips it
+
     head = 0
     while head < min(len(a), len(b)) and a[head] == b[head]:
         head += 1

@@ -6,6 +6,8 @@ from typing import Literal
 
 import attrs
 
+from ..protocol._value import Value
+
 HunkOp = Literal[" ", "-", "+"]
 EditKind = Literal["add", "delete", "update"]
 
@@ -40,16 +42,16 @@ class PatchApplyError(PatchError):
         super().__init__(message)
 
 
-@attrs.frozen
-class HunkLine:
+@attrs.frozen(repr=False, eq=False)
+class HunkLine(Value):
     """One body line of a hunk: ``op`` is ' ' (context), '-' (remove) or '+' (add)."""
 
     op: HunkOp
     text: str
 
 
-@attrs.frozen
-class Chunk:
+@attrs.frozen(repr=False, eq=False)
+class Chunk(Value):
     """One ``@@`` hunk of an Update.
 
     ``context`` is the anchor text after ``@@`` (a line to seek to before matching),
@@ -72,23 +74,23 @@ class Chunk:
         return tuple(line.text for line in self.lines if line.op != "-")
 
 
-@attrs.frozen
-class AddFile:
+@attrs.frozen(repr=False, eq=False)
+class AddFile(Value):
     """Create ``path`` with ``content`` (each '+' line plus a newline)."""
 
     path: str
     content: str
 
 
-@attrs.frozen
-class DeleteFile:
+@attrs.frozen(repr=False, eq=False)
+class DeleteFile(Value):
     """Remove the file ``path``."""
 
     path: str
 
 
-@attrs.frozen
-class UpdateFile:
+@attrs.frozen(repr=False, eq=False)
+class UpdateFile(Value):
     """Edit ``path`` by ``chunks`` (in file order) and, with ``move_path``, rename it.
 
     A pure rename has no chunks.
@@ -102,15 +104,15 @@ class UpdateFile:
 FileOperation = AddFile | DeleteFile | UpdateFile
 
 
-@attrs.frozen
-class Patch:
+@attrs.frozen(repr=False, eq=False)
+class Patch(Value):
     """A parsed patch: its file operations in the order they are applied."""
 
     operations: tuple[FileOperation, ...]
 
 
-@attrs.frozen
-class FileEdit:
+@attrs.frozen(repr=False, eq=False)
+class FileEdit(Value):
     """One planned change to the filesystem, fully computed and verified.
 
     ``path`` and ``move_path`` are absolute (resolved against the cwd, with ``..``
@@ -129,16 +131,16 @@ class FileEdit:
     unified_diff: str
 
 
-@attrs.frozen
-class ApplyResult:
+@attrs.frozen(repr=False, eq=False)
+class ApplyResult(Value):
     """What ``apply_patch`` did: the committed edits and Codex's summary text."""
 
     edits: tuple[FileEdit, ...]
     summary: str
 
 
-@attrs.frozen
-class PatchInvocation:
+@attrs.frozen(repr=False, eq=False)
+class PatchInvocation(Value):
     """An apply_patch call found in a command line.
 
     ``patch`` is the patch text (not yet parsed), ``workdir`` the directory of a

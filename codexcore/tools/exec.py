@@ -29,6 +29,7 @@ from typing import Any, Literal
 from attrs import frozen
 
 from codexcore._logging import get_logger
+from codexcore.protocol._value import Value
 from codexcore.tools.output import HeadTailBuffer
 
 __all__ = [
@@ -69,8 +70,8 @@ _READER_LIMIT = 64 * 1024
 _log = get_logger(__name__)
 
 
-@frozen
-class ExecResult:
+@frozen(repr=False, eq=False)
+class ExecResult(Value):
     """The outcome of one :func:`run_command` call.
 
     ``stdout``, ``stderr`` and ``aggregated_output`` (both streams interleaved in the

@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from attrs import frozen
 
+from codexcore.protocol._value import Value
+
 __all__ = ["is_known_safe_command"]
 
 ArgsCheck = Callable[[Sequence[str]], bool]
@@ -49,16 +51,16 @@ def is_known_safe_command(argv: Sequence[str]) -> bool:
     return _is_safe_simple_command([_Word(arg) for arg in argv])
 
 
-@frozen
-class _Word:
+@frozen(repr=False, eq=False)
+class _Word(Value):
     """One argv element; ``globbed`` if a shell would expand it as a file pattern."""
 
     text: str
     globbed: bool = False
 
 
-@frozen
-class _Rule:
+@frozen(repr=False, eq=False)
+class _Rule(Value):
     """How one command is judged.
 
     ``globs_ok`` is True only when ``check`` accepts any argument whatsoever, since
@@ -96,8 +98,8 @@ def _command_name(word: str) -> str | None:
 # Option parsing, just enough of GNU getopt_long to find options and operands.
 
 
-@frozen
-class _Getopt:
+@frozen(repr=False, eq=False)
+class _Getopt(Value):
     """Splits arguments into options and operands the way a GNU tool would.
 
     It errs on the side of inspecting too much: a word is skipped as an option's

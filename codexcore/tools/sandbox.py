@@ -42,6 +42,7 @@ from typing import Final, Literal
 from attrs import field, frozen, validators
 
 from codexcore._logging import get_logger
+from codexcore.protocol._value import Value
 
 _log = get_logger(__name__)
 
@@ -61,8 +62,8 @@ PROBE_TIMEOUT_SECONDS: Final = 5.0
 _REASON_MAX_CHARS: Final = 500
 
 
-@frozen
-class SandboxSpec:
+@frozen(repr=False, eq=False)
+class SandboxSpec(Value):
     """What confinement one command gets.
 
     ``writable_roots`` only matter under ``workspace-write``: relative roots
@@ -77,8 +78,8 @@ class SandboxSpec:
     network_access: bool = False
 
 
-@frozen
-class SandboxStatus:
+@frozen(repr=False, eq=False)
+class SandboxStatus(Value):
     """Whether commands can be confined here, as found by :func:`probe_sandbox`.
 
     ``kind == "bwrap"``: ``executable`` is the absolute path of a bwrap that
