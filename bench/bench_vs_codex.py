@@ -34,9 +34,12 @@ Both folders hold a ``.gitignore`` of ``*``. Both sides run with approvals
 off and no sandbox (``never`` / ``danger-full-access``), so neither waits for
 a person, and with an empty ``HOME``: Codex runs login shells, which would
 otherwise time this machine's dotfiles (one row shows Codex with them).
-codexcore runs with its bytecode cached (a private ``PYTHONPYCACHEPREFIX``,
-warmed by the warm-up run), as an installed package runs; one extra row shows
-it without the cache.
+codexcore runs from a regular (not editable) install of the working tree
+in ``bench/.codexcore-venv/``, made and kept up to date by ``_installed.py``
+(a venv of the same interpreter holding only codexcore and its dependencies,
+pinned to the dev venv's versions, bytecode compiled by pip), as a user's
+install runs. One extra row shows the dev venv's editable install
+(``.venv/bin/codexcore``) for comparison.
 
 Run ``.venv/bin/python bench/bench_vs_codex.py`` (``--quick`` for a smoke
 run, ``--runs N`` for more runs). The output is Markdown.
@@ -66,6 +69,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from _common import Table, fmt_ms, machine_info, percentile, verdict
+from _installed import VENV, ensure_installed, source_digest
 
 from codexcore.testing import (
     ScriptedModel,
@@ -80,7 +84,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CLI_DIR = HERE / ".codex-cli"
 CODEX_HOME = HERE / ".codex-home"
-CODEXCORE = Path(sys.executable).parent / "codexcore"
+CODEXCORE = VENV / "bin" / "codexcore"
+"""codexcore as users install it: see ``_installed.py`` (main() installs it if stale)."""
+PYTHON = VENV / "bin" / "python"
+DEV_CODEXCORE = Path(sys.executable).parent / "codexcore"
+"""The dev venv's editable install, for one comparison row."""
 
 CODEX_VERSION = "0.169.0"
 """The ``@openai/codex`` version installed when none is there (the one measured)."""
@@ -479,7 +487,7 @@ class Runner:
         self.model = model
         self.workdir = scratch / "work"
         self.codexcore_home = scratch / "codexcore-home"
-        self.pycache = scratch / "pycache"
+        self.pycache = scratch / "pycache"  # the editable dev install's bytecode
         self.home = scratch / "home"
         for folder in (self.workdir, self.codexcore_home, self.pycache, self.home):
             folder.mkdir(parents=True, exist_ok=True)
@@ -492,24 +500,26 @@ class Runner:
         }
         user_home = base.get("HOME", "")
         base["HOME"] = str(self.home)
+        # The installed codexcore reads the bytecode pip compiled next to its sources
+        # (and the interpreter's own for the standard library), as a user's does.
         self.codexcore_env = {
             **base,
             "OPENAI_BASE_URL": server.base_url,
             "OPENAI_API_KEY": "sk-bench-dummy",
             "CODEXCORE_HOME": str(self.codexcore_home),
-            "PYTHONPYCACHEPREFIX": str(self.pycache),
         }
-        self.codexcore_env.pop("PYTHONDONTWRITEBYTECODE", None)
-        self.cold_env = {**self.codexcore_env, "PYTHONDONTWRITEBYTECODE": "1"}
-        self.cold_env.pop("PYTHONPYCACHEPREFIX")
+        for key in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPATH"):
+            self.codexcore_env.pop(key, None)
+        # The editable dev install: its bytecode in a private cache the warm-up fills.
+        self.dev_env = {**self.codexcore_env, "PYTHONPYCACHEPREFIX": str(self.pycache)}
         self.codex_env = {**base, "CODEX_HOME": str(CODEX_HOME), KEY_VARIABLE: "sk-bench-dummy"}
         self.codex_user_env = {**self.codex_env, "HOME": user_home}
 
     # the commands
 
-    def codexcore_exec(self) -> list[str]:
+    def codexcore_exec(self, codexcore: Path = CODEXCORE) -> list[str]:
         return [
-            str(CODEXCORE), "exec", "--json", "--ephemeral", "--model", MODEL,
+            str(codexcore), "exec", "--json", "--ephemeral", "--model", MODEL,
             "--approval-policy", "never", "--sandbox", "danger-full-access",
             "--cd", str(self.workdir), PROMPT,
         ]  # fmt: skip
@@ -853,7 +863,7 @@ def _mib(size: float) -> str:
 
 def _bare_commands(runner: Runner) -> list[tuple[str, list[str], dict[str, str]]]:
     return [
-        ("`python -c pass` (the venv's interpreter)", [sys.executable, "-c", "pass"],
+        ("`python -c pass` (the install's interpreter)", [str(PYTHON), "-c", "pass"],
          runner.codexcore_env),
         ("`codexcore --help` (interpreter + CLI start-up)", [str(CODEXCORE), "--help"],
          runner.codexcore_env),
@@ -916,7 +926,7 @@ def _curl_like(server: TimedServer, count: int) -> tuple[list[float], list[float
 LABELS = {
     "codexcore": "`codexcore exec --json --ephemeral`",
     "codex": "`codex exec --json --skip-git-repo-check --ephemeral`",
-    "cold": "`codexcore exec`, bytecode not cached (PYTHONDONTWRITEBYTECODE)",
+    "dev": "`codexcore exec` from the dev venv's editable install (`.venv/bin/codexcore`)",
     "codex-user-home": "`codex exec`, with the user's own HOME (its login shells read ~/.bashrc)",
 }
 
@@ -931,23 +941,24 @@ def exec_task(runner: Runner, runs: int) -> tuple[Table, dict[str, list[Outcome]
         "codexcore": (runner.codexcore_exec(), runner.codexcore_env),
         "codex": (runner.codex_exec(), runner.codex_env),
     }
-    # The warm-up fills the page cache and codexcore's bytecode cache, and checks
-    # that Codex accepts every key of config.toml (--strict-config).
+    # The warm-up fills the page cache (and the dev install's bytecode cache), and
+    # checks that Codex accepts every key of config.toml (--strict-config).
     for name, (argv, env) in (
         ("codexcore", commands["codexcore"]),
         ("codex", (runner.codex_exec("--strict-config"), runner.codex_env)),
+        ("dev", (runner.codexcore_exec(DEV_CODEXCORE), runner.dev_env)),
     ):
         outcome = runner.run(argv, env)
         if not outcome.ok:
             raise SystemExit(f"{name} exec failed its warm-up run: {outcome.detail}")
     results: dict[str, list[Outcome]] = {
-        "codexcore": [], "codex": [], "cold": [], "codex-user-home": []
+        "codexcore": [], "codex": [], "dev": [], "codex-user-home": []
     }  # fmt: skip
     for index in range(runs):
         for name in _alternate(index):
             results[name].append(runner.run(*commands[name]))
     for _ in range(max(2, runs // 3)):
-        results["cold"].append(runner.run(runner.codexcore_exec(), runner.cold_env))
+        results["dev"].append(runner.run(runner.codexcore_exec(DEV_CODEXCORE), runner.dev_env))
         results["codex-user-home"].append(runner.run(runner.codex_exec(), runner.codex_user_env))
     problems = [
         f"{name} run {index}: {outcome.detail}"
@@ -977,7 +988,7 @@ def exec_task(runner: Runner, runs: int) -> tuple[Table, dict[str, list[Outcome]
     best = min(o.wall for o in results["codexcore"]) / min(o.wall for o in results["codex"])
     table.note(
         f"{runs} runs of each after a warm-up of each, alternating (the last two rows: "
-        f"{len(results['cold'])} runs each after them). Both sides run with an empty HOME "
+        f"{len(results['dev'])} runs each after them). Both sides run with an empty HOME "
         "but the last row. Model's share: the time the scripted server spent answering the "
         "run's two requests. The last three columns split the wall time beyond the model "
         "(medians of each, so they need not add up exactly). CPU time: user + system of the "
@@ -1151,6 +1162,7 @@ def main() -> int:
     if sys.platform != "linux":
         raise SystemExit("this benchmark reads /proc: Linux only")
     codex = install_codex(CLI_DIR, args.codex_version)
+    ensure_installed()  # codexcore as users install it, rebuilt if the sources changed
     _ignore_all(CODEX_HOME)
     codex_home = {**os.environ, "CODEX_HOME": str(CODEX_HOME)}  # or it makes ~/.codex
     version = subprocess.run(
@@ -1158,8 +1170,10 @@ def main() -> int:
     ).stdout.strip()
     print("## codexcore against the Codex CLI\n", flush=True)
     print(machine_info(), flush=True)
-    print(f"{version} ({codex.relative_to(REPO)}); load average {os.getloadavg()[0]:.2f} "
-          f"at start; mode: {'quick' if args.quick else 'full'}\n", flush=True)  # fmt: skip
+    print(f"{version} ({codex.relative_to(REPO)}); codexcore: a regular install of the "
+          f"working tree in {VENV.relative_to(REPO)}/ (sources {source_digest()[:12]}); "
+          f"load average {os.getloadavg()[0]:.2f} at start; "
+          f"mode: {'quick' if args.quick else 'full'}\n", flush=True)  # fmt: skip
     problems: list[str] = []
     with (
         scripted_server() as (server, model),

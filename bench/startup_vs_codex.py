@@ -2,9 +2,10 @@
 
 ``codex exec`` is a native binary; ``codexcore exec`` pays for an interpreter,
 its imports, a model client and the interpreter's exit before and after any
-work. This splits that cost, each step a fresh ``python -c`` of the venv's
-interpreter with the bytecode cached (a private ``PYTHONPYCACHEPREFIX``, warmed
-first), the steps interleaved, the best of ``--runs`` (noise only adds time):
+work. This splits that cost, each step a fresh ``python -c`` of the
+interpreter of ``bench/.codexcore-venv/`` (a regular install of the working
+tree, as users get it, with the bytecode pip compiled: see ``_installed.py``),
+the steps interleaved, the best of ``--runs`` (noise only adds time):
 
 1. the cumulative steps of the start-up path, each step's wall time, the
    part spent inside the snippet, and the exit after it (the interpreter's
@@ -29,6 +30,7 @@ import tempfile
 import time
 
 from _common import Table, fmt_ms, machine_info
+from _installed import ensure_installed
 
 CLI = "import codexcore.cli; codexcore.cli.build_parser()"
 EXEC = (
@@ -74,10 +76,13 @@ print(_t1 - _t0, _t.time(), flush=True)
 """
 
 
+PYTHON = sys.executable  # main() points it at the regular install's interpreter
+
+
 def run(code: str, env: dict[str, str]) -> tuple[float, float, float]:
     """(wall, inside the snippet, after its end to the exit seen), in seconds."""
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    done = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True)
     seen = time.time()
     wall = time.perf_counter() - began
     if done.returncode != 0:
@@ -102,7 +107,7 @@ def best(samples: list[tuple[float, float, float]]) -> tuple[float, float, float
 
 def importtime(env: dict[str, str]) -> Table:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", FULL], env=env, capture_output=True, text=True
+        [PYTHON, "-X", "importtime", "-c", FULL], env=env, capture_output=True, text=True
     )
     by_group: collections.Counter[str] = collections.Counter()
     modules = 0
@@ -133,9 +138,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int)
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 15)
-    with tempfile.TemporaryDirectory(prefix="codexcore-startup-") as cache:
-        env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = cache
+    global PYTHON
+    PYTHON = str(ensure_installed() / "python")
+    with tempfile.TemporaryDirectory(prefix="codexcore-startup-") as home:
+        # As a user's environment: bytecode read from where pip compiled it.
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPATH")
+        }
+        env["CODEXCORE_HOME"] = home
         print("## Where codexcore's start-up goes\n", flush=True)
         print(f"{machine_info()}; load average {os.getloadavg()[0]:.2f}\n", flush=True)
         codes = [snippet(body) for _, body in STEPS]
@@ -144,7 +156,7 @@ def main() -> int:
         for round_ in range(runs + 1):
             for index, code in enumerate(codes):
                 result = run(code, env)
-                if round_:  # the first round warms the bytecode cache
+                if round_:  # the first round warms the page cache
                     samples[index].append(result)
         steps = Table(
             "The start-up path, step by step (cumulative)",
