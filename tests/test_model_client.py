@@ -16,6 +16,7 @@ import httpx
 import pytest
 import respx
 
+from codexcore.engine import EngineConfig, ModelClientPool
 from codexcore.model import (
     Completed,
     FunctionCallArgumentsDelta,
@@ -691,15 +692,29 @@ async def test_an_untrusted_https_server_is_refused() -> None:
     assert "CERTIFICATE_VERIFY_FAILED" in error.message
 
 
+@pytest.mark.parametrize("scheme", ["https", "HTTPS"])
+async def test_the_engine_pool_verifies_https_in_any_case(scheme: str) -> None:
+    server = await _untrusted_tls_server()
+    port = server.sockets[0].getsockname()[1]
+    pool = ModelClientPool(EngineConfig(max_attempts=1))
+    async with server:
+        client = pool.get(f"{scheme}://127.0.0.1:{port}/v1")
+        error = await _first_failure(client)
+    assert "CERTIFICATE_VERIFY_FAILED" in error.message
+
+
 async def test_a_plain_http_url_through_an_https_proxy_still_verifies_the_proxy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A plain HTTP client loads no CA bundle; a TLS proxy from the environment is
-    # verified all the same (httpx gives proxies a verified context of their own).
+    # The engine's client pool gives a plain-HTTP client verify=False (no CA bundle
+    # to load); a TLS proxy from the environment is still verified, with httpx's
+    # own context for proxies.
     server = await _untrusted_tls_server()
     port = server.sockets[0].getsockname()[1]
     monkeypatch.setenv("HTTP_PROXY", f"https://127.0.0.1:{port}")
     async with server:
-        client = ModelClient(base_url="http://model.invalid/v1", retry=RetryPolicy(max_attempts=1))
+        client = ModelClient(
+            base_url="http://model.invalid/v1", retry=RetryPolicy(max_attempts=1), verify=False
+        )
         error = await _first_failure(client)
     assert "CERTIFICATE_VERIFY_FAILED" in error.message

@@ -58,8 +58,9 @@ class ModelClientPool:
         from ..model._client import resolve_base_url
 
         config = self._config
-        # Loading the CA bundle costs ~30 ms: only https needs it.
-        https = resolve_base_url(base_url).startswith("https:")
+        # Loading the CA bundle costs ~30 ms, and only TLS needs it: skipped for a
+        # plain-http URL (any case: httpx reads "HTTP:" as http), verified otherwise.
+        plain = resolve_base_url(base_url).lower().startswith("http:")
         return ModelClient(
             base_url=base_url,
             api_key=config.api_key,
@@ -67,7 +68,7 @@ class ModelClientPool:
             stream_idle_timeout=config.stream_idle_timeout,
             headers=config.headers,
             transport=self._transport,
-            verify=self._ssl_context() if https else False,
+            verify=False if plain else self._ssl_context(),
         )
 
     def _ssl_context(self) -> ssl.SSLContext:

@@ -39,32 +39,20 @@ def resolve_base_url(base_url: str | None) -> str:
     return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
-def _may_meet_tls(url: str) -> bool:
-    """Whether the client's TLS settings can ever apply to requests to ``url``.
-
-    Not for a plain ``http`` URL (a local server, say): redirects are not
-    followed, and a TLS proxy from the environment gets httpx's own verified
-    context, not ours. Such a client then needs no CA bundle, whose loading
-    costs about 20 ms of every start-up.
-    """
-    return not url.lower().startswith("http://")
-
-
 class ModelClient:
     """Streams Responses API replies as typed events, retrying transient failures.
 
-        ``base_url`` defaults to ``$OPENAI_BASE_URL``, then to the OpenAI API;
-        requests go to ``{base_url}/responses``. ``api_key`` defaults to
-        ``$OPENAI_API_KEY``; without one no ``Authorization`` header is sent (local
-        servers need none). ``headers`` are added to every request and win over
-        the defaults. ``stream_idle_timeout`` is how long a stream may stay silent
-        before the attempt counts as failed. ``transport`` replaces the network,
-        e.g. with ``httpx.MockTransport`` in tests. ``verify`` is httpx's: pass
-        one ``ssl.SSLContext`` to many clients to load the CA bundle only once (a
-    plain ``http`` URL loads none).
+    ``base_url`` defaults to ``$OPENAI_BASE_URL``, then to the OpenAI API;
+    requests go to ``{base_url}/responses``. ``api_key`` defaults to
+    ``$OPENAI_API_KEY``; without one no ``Authorization`` header is sent (local
+    servers need none). ``headers`` are added to every request and win over
+    the defaults. ``stream_idle_timeout`` is how long a stream may stay silent
+    before the attempt counts as failed. ``transport`` replaces the network,
+    e.g. with ``httpx.MockTransport`` in tests. ``verify`` is httpx's: pass
+    one ``ssl.SSLContext`` to many clients to load the CA bundle only once.
 
-        One HTTP connection pool serves all requests; close it with ``aclose()``
-        or by using the client as an async context manager.
+    One HTTP connection pool serves all requests; close it with ``aclose()``
+    or by using the client as an async context manager.
     """
 
     __slots__ = ("_base_url", "_has_key", "_http", "_idle_timeout", "_retry", "_url")
@@ -96,7 +84,7 @@ class ModelClient:
             headers={**default_headers, **(headers or {})},
             timeout=httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT),
             transport=transport,
-            verify=verify if verify is not True or _may_meet_tls(self._url) else False,
+            verify=verify,
         )
 
     def __repr__(self) -> str:
