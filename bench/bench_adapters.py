@@ -586,8 +586,8 @@ def bench_fan_out(procs: Procs, scale: Scale) -> None:
         "received every event: its last line is checked (`seq`, `task_complete`). The "
         "watchers count lines with `bytes.count` (no decoding: 1,000 decoding readers in "
         "one process would measure the readers). `codexcore serve` allows 32 connections "
-        "per session (`max_connections_per_session`, not a flag): this server is the same "
-        f"host with {watchers + 8:,}."
+        "per session unless told otherwise (`--max-connections-per-session`): this server "
+        f"is the same host with {watchers + 8:,}."
     )
     table.print()
     for proc in (host, bare):

@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from _common import Table, fmt_ms, machine_info
-from _installed import ensure_installed
+from _installed import VENV, ensure_installed
 
 CLI = "import codexcore.cli; codexcore.cli.build_parser()"
 EXEC = (
@@ -76,7 +76,8 @@ print(_t1 - _t0, _t.time(), flush=True)
 """
 
 
-PYTHON = sys.executable  # main() points it at the regular install's interpreter
+PYTHON = str(VENV / "bin" / "python")
+"""The regular install's interpreter (main() makes or refreshes the install first)."""
 
 
 def run(code: str, env: dict[str, str]) -> tuple[float, float, float]:
@@ -138,8 +139,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int)
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 15)
-    global PYTHON
-    PYTHON = str(ensure_installed() / "python")
+    ensure_installed()
     with tempfile.TemporaryDirectory(prefix="codexcore-startup-") as home:
         # As a user's environment: bytecode read from where pip compiled it.
         env = {
