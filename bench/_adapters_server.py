@@ -25,7 +25,9 @@
     with blocking writes of about 64 KiB to stdout, to the connection that
     asked, or to every connection that sent ``watch`` (answered by one line,
     as a ``welcome``). After a line ``echo``, a connection has every further
-    line echoed back.
+    line echoed back; after ``echo US``, each echo comes after US microseconds
+    of busy work (what a server that computes that long before answering
+    pays on this machine in wake-ups).
 
 ``bare-asyncio``
     The bare limit of an idle connection: an asyncio TCP server whose handler
@@ -58,6 +60,7 @@ import selectors  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -253,11 +256,19 @@ def bare_stdio() -> int:
     return 0
 
 
+def spin(ns: int) -> None:
+    """Busy work (not a sleep): the CPU stays awake, as a server's computing would."""
+    until = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < until:
+        pass
+
+
 class BareConnection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.rest = b""
         self.echo = False
+        self.busy_ns = 0  # ``echo US``: spin this long before each echo
         self.seq = 0
 
 
@@ -317,6 +328,7 @@ class BareServer:
             self._close(conn)
             return
         if conn.echo and not conn.rest and data.endswith(b"\n"):
+            spin(conn.busy_ns)
             self._send(conn, data)  # whole lines: echo them as they came
             return
         *lines, conn.rest = (conn.rest + data).split(b"\n")
@@ -325,11 +337,13 @@ class BareServer:
 
     def _line(self, conn: BareConnection, line: bytes) -> None:
         if conn.echo:
+            spin(conn.busy_ns)
             self._send(conn, line + b"\n")
             return
         words = line.split()
-        if words == [b"echo"]:
+        if words[:1] == [b"echo"]:
             conn.echo = True
+            conn.busy_ns = int(words[1]) * 1000 if len(words) > 1 else 0
         elif words == [b"watch"]:
             self.watchers.append(conn)
             self._send(conn, b'{"type":"watching"}\n')

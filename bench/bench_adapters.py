@@ -346,6 +346,10 @@ async def remote_task_started(codex: RemoteCodex, sub_id: str) -> float:
 BLOCK = 10
 """Round trips: each variant runs this many Tasks in a row, then the next variant."""
 
+BUSY_US = (50, 150)
+"""The busy echoes: the bare echo after this much computing (µs), the machine's price
+of a server that is not instant (its client's wait is long enough to be put to sleep)."""
+
 
 async def sync(function: Callable[..., float], *args: Any) -> float:
     return function(*args)
@@ -362,6 +366,9 @@ async def round_trips(
     echo_tcp, echo_unix = LineConn.tcp(bare.address()), LineConn.unix(bare.path())
     for conn in (echo_tcp, echo_unix):
         conn.send(b"echo\n")
+    busy = {us: LineConn.tcp(bare.address()) for us in BUSY_US}
+    for us, conn in busy.items():
+        conn.send(f"echo {us}\n".encode())
     samples: dict[str, list[float]] = {}
     async with RemoteCodex.connect_tcp(*serve.address(), token=TOKEN) as codex:
         await codex.submit(ConfigureSession())
@@ -374,6 +381,10 @@ async def round_trips(
             "unix": lambda i: sync(raw_task_started, raw_unix, i),
             "unix_bare": lambda i: sync(raw_echo, echo_unix, i),
             "remote": lambda i: remote_task_started(codex, i),
+            **{
+                f"busy{us}": lambda i, conn=conn: sync(raw_echo, conn, i)  # type: ignore[misc]
+                for us, conn in busy.items()
+            },
         }
         for block in range((warmup + tasks) // BLOCK):
             for key, variant in variants.items():
@@ -381,7 +392,7 @@ async def round_trips(
                     sample = await variant(f"t{i}")
                     if i >= warmup:
                         samples.setdefault(key, []).append(sample)
-    for conn in (raw_tcp, raw_unix, emit_tcp, echo_tcp, echo_unix):
+    for conn in (raw_tcp, raw_unix, emit_tcp, echo_tcp, echo_unix, *busy.values()):
         conn.close()
     return samples
 
@@ -415,6 +426,12 @@ def bench_round_trip(procs: Procs, serve: Proc, bare: Proc, scale: Scale) -> Non
         "Unix: the same client → `codexcore serve --unix`", *latency_cells(samples["unix"]), ""
     )
     table.add("bare: Unix echo of the same line", *latency_cells(samples["unix_bare"]), "")
+    for us in BUSY_US:
+        table.add(
+            f"bare: TCP echo after {us} µs of busy work (same client)",
+            *latency_cells(samples[f"busy{us}"]),
+            "",
+        )
     table.add(
         "TCP: `RemoteCodex` (the client library, asyncio) `submit` … `next_event()`",
         *latency_cells(samples["remote"]),
