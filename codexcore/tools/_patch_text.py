@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
 from ._patch_match import Replacement, locate_chunks
@@ -77,58 +76,15 @@ def unified_diff(
     final newline is followed by git's ``\\ No newline at end of file``. Equal texts
     give "" unless the paths differ (a rename), which gives the two headers alone.
     """
+    from ._patch_diff import unified_lines  # difflib loads only when a diff is made
+
     from_file = "/dev/null" if old is None else _label("a", path_a)
     to_file = "/dev/null" if new is None else _label("b", path_b)
-    diff = _unified(_diff_lines(old), _diff_lines(new), from_file, to_file, context)
+    diff = unified_lines(_diff_lines(old), _diff_lines(new), from_file, to_file, context)
     out = [line if line.endswith("\n") else f"{line}\n{_NO_NEWLINE}" for line in diff]
     if not out and old is not None and new is not None and path_a != path_b:
         out = [f"--- {from_file}\n", f"+++ {to_file}\n"]
     return "".join(out)
-
-
-def _unified(a: list[str], b: list[str], from_file: str, to_file: str, context: int) -> list[str]:
-    """difflib's unified diff, computed only where the texts differ.
-
-    difflib's matcher is quadratic-ish in the length it has to align; the
-    common head and tail of a file (usually nearly all of it) are cut off
-    first, keeping ``context`` lines of each, and the hunk headers shifted.
-    """
-    import difflib  # only when a patch is shown: exec's start-up skips it
-
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
-    skip = max(0, head - context)
-    keep_tail = max(0, tail - context)
-    lines = list(
-        difflib.unified_diff(
-            a[skip : len(a) - keep_tail],
-            b[skip : len(b) - keep_tail],
-            from_file,
-            to_file,
-            lineterm="\n",
-            n=context,
-        )
-    )
-    return [_shift_hunk_header(line, skip) for line in lines] if skip else lines
-
-
-_HUNK_HEADER = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
-
-
-def _shift_hunk_header(line: str, offset: int) -> str:
-    match = _HUNK_HEADER.match(line)
-    if match is None:
-        return line
-    old, old_len, new, new_len = match.groups()
-    # difflib writes a start of 0 only for an empty side, which a skip never leaves.
-    return (
-        f"@@ -{int(old) + offset}{old_len or ''} +{int(new) + offset}{new_len or ''} @@"
-        + line[match.end() :]
-    )
 
 
 def _label(prefix: str, path: str) -> str:
