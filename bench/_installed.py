@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -87,6 +88,16 @@ def _dependencies() -> list[str]:
     with (REPO / "pyproject.toml").open("rb") as file:
         project = tomllib.load(file)["project"]
     return [str(requirement) for requirement in project["dependencies"]]
+
+
+_DEV_ONLY = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPATH")
+"""Settings of this dev environment that a user's install does not run under."""
+
+
+def user_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` as a user's shell would have it: the install reads the bytecode pip
+    compiled next to its sources (and the interpreter's own for the standard library)."""
+    return {key: value for key, value in base.items() if key not in _DEV_ONLY}
 
 
 def ensure_installed(*, quiet: bool = False) -> Path:

@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from _common import Table, fmt_ms, machine_info, percentile, verdict
-from _installed import VENV, ensure_installed, source_digest
+from _installed import VENV, ensure_installed, source_digest, user_environment
 
 from codexcore.testing import (
     ScriptedModel,
@@ -500,16 +500,12 @@ class Runner:
         }
         user_home = base.get("HOME", "")
         base["HOME"] = str(self.home)
-        # The installed codexcore reads the bytecode pip compiled next to its sources
-        # (and the interpreter's own for the standard library), as a user's does.
         self.codexcore_env = {
-            **base,
+            **user_environment(base),
             "OPENAI_BASE_URL": server.base_url,
             "OPENAI_API_KEY": "sk-bench-dummy",
             "CODEXCORE_HOME": str(self.codexcore_home),
         }
-        for key in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPATH"):
-            self.codexcore_env.pop(key, None)
         # The editable dev install: its bytecode in a private cache the warm-up fills.
         self.dev_env = {**self.codexcore_env, "PYTHONPYCACHEPREFIX": str(self.pycache)}
         self.codex_env = {**base, "CODEX_HOME": str(CODEX_HOME), KEY_VARIABLE: "sk-bench-dummy"}

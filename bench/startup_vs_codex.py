@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from _common import Table, fmt_ms, machine_info
-from _installed import VENV, ensure_installed
+from _installed import VENV, ensure_installed, user_environment
 
 CLI = "import codexcore.cli; codexcore.cli.build_parser()"
 EXEC = (
@@ -141,13 +141,7 @@ def main() -> int:
     runs = args.runs or (3 if args.quick else 15)
     ensure_installed()
     with tempfile.TemporaryDirectory(prefix="codexcore-startup-") as home:
-        # As a user's environment: bytecode read from where pip compiled it.
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPATH")
-        }
-        env["CODEXCORE_HOME"] = home
+        env = {**user_environment(os.environ), "CODEXCORE_HOME": home}
         print("## Where codexcore's start-up goes\n", flush=True)
         print(f"{machine_info()}; load average {os.getloadavg()[0]:.2f}\n", flush=True)
         codes = [snippet(body) for _, body in STEPS]
