@@ -10,8 +10,9 @@ in the order the requests will come, and serve the model in one of three ways::
     # 1. in-process, no sockets
     client = ModelClient(transport=model.mock_transport())
 
-    # 2. with respx
-    respx_mock.post(url__regex=r"/responses$").mock(side_effect=model.handler)
+    # 2. with respx, in its mode that patches the client (not httpcore)
+    with respx.mock(using="httpx") as router:
+        router.post(url__regex=r"/responses$").mock(side_effect=model.handler)
 
     # 3. a real HTTP server, in this event loop or in a background thread
     async with ScriptedResponsesServer(model) as server:

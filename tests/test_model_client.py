@@ -218,7 +218,7 @@ async def test_slow_consumer_does_not_trip_the_idle_timeout() -> None:
 
 async def test_request_body_and_headers_with_respx() -> None:
     model = ScriptedModel([text_response("hi")])
-    with respx.mock(assert_all_called=True) as router:
+    with respx.mock(using="httpx", assert_all_called=True) as router:
         route = router.post(DEFAULT_URL).mock(side_effect=model.handler)
         async with ModelClient(api_key="sk-secret", headers={"X-Trace": "t1"}) as client:
             events = await collect(client)
@@ -316,7 +316,7 @@ async def test_429_retry_after_seconds_is_honoured_and_capped(
     model = ScriptedModel(
         [http_error(429, headers={"Retry-After": retry_after}), text_response("ok")]
     )
-    with respx.mock(assert_all_called=True) as router:
+    with respx.mock(using="httpx", assert_all_called=True) as router:
         router.post(DEFAULT_URL).mock(side_effect=model.handler)
         async with ModelClient(retry=FAST) as client:
             events = await collect(client)
@@ -418,7 +418,7 @@ async def test_missing_required_field_is_retried() -> None:
 async def test_401_fails_at_once_with_the_server_message() -> None:
     body = {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}}
     model = ScriptedModel([http_error(401, body), text_response("never")])
-    with respx.mock(assert_all_called=True) as router:
+    with respx.mock(using="httpx", assert_all_called=True) as router:
         router.post(DEFAULT_URL).mock(side_effect=model.handler)
         async with ModelClient(api_key="sk-wrong", retry=FAST) as client:
             events, error = await collect_failure(client)

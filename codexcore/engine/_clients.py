@@ -5,12 +5,13 @@ here. A host with thousands of sessions must not pay that per session, so
 Sessions draw clients from a pool keyed by base_url, and whoever owns the
 pool closes it. A lone engine owns a pool of its own, with one client.
 
-One client does not carry a thousand concurrent streams well: httpcore's
-connection bookkeeping grows quadratically with the connections in one pool
-(1,000 running sessions over real HTTP: 56 s on one client, 7 s on ten). So
-a pool may hold several shards per base_url; a Session always uses the same
-shard (its connections stay warm), and all shards share one SSL context, so
-the CA bundle is still loaded once.
+One client carries at most 100 requests at once (httpx's default limit,
+which the model client's transport keeps), and httpcore, which replaces that
+transport when a proxy is set, does bookkeeping that grows quadratically with
+the connections in one pool (1,000 running sessions over real HTTP: 56 s on
+one client, 7 s on ten). So a pool may hold several shards per base_url; a
+Session always uses the same shard (its connections stay warm), and all
+shards share one SSL context, so the CA bundle is still loaded once.
 """
 
 from __future__ import annotations

@@ -51,6 +51,12 @@ class ModelClient:
     e.g. with ``httpx.MockTransport`` in tests. ``verify`` is httpx's: pass
     one ``ssl.SSLContext`` to many clients to load the CA bundle only once.
 
+    Without a ``transport``, requests go over HTTP/1.1 on the running loop's
+    own streams (:class:`~codexcore.model._transport.H11Transport`), which
+    spares a process httpcore and anyio; when a proxy variable
+    (``HTTPS_PROXY``, ``ALL_PROXY`` …) is set, httpx's own transport, which
+    knows proxies, is used instead.
+
     One HTTP connection pool serves all requests; close it with ``aclose()``
     or by using the client as an async context manager.
     """
@@ -83,7 +89,7 @@ class ModelClient:
         self._http = httpx.AsyncClient(
             headers={**default_headers, **(headers or {})},
             timeout=httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT),
-            transport=transport,
+            transport=transport or _default_transport(verify),
             verify=verify,
         )
 
@@ -276,6 +282,19 @@ class _ResponseReader:
                 break
             events.append(event)
         return events
+
+
+def _default_transport(verify: ssl.SSLContext | bool) -> httpx.AsyncBaseTransport | None:
+    """Ours, unless the environment names a proxy: then None, for httpx's own."""
+    # httpx reads proxies from the environment only for its own transport, and
+    # with urllib's getproxies(): the same test keeps a proxy user's traffic on it.
+    from urllib.request import getproxies  # httpx has loaded it already
+
+    if getproxies().keys() & {"http", "https", "all"}:
+        return None
+    from ._transport import H11Transport
+
+    return H11Transport(verify=verify)
 
 
 def _encode(request: Mapping[str, Any]) -> bytes:
