@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -701,6 +702,42 @@ async def test_the_engine_pool_verifies_https_in_any_case(scheme: str) -> None:
         client = pool.get(f"{scheme}://127.0.0.1:{port}/v1")
         error = await _first_failure(client)
     assert "CERTIFICATE_VERIFY_FAILED" in error.message
+
+
+async def test_the_engine_pool_trusts_the_ca_named_by_ssl_cert_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import trustme
+
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_context)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    async with ScriptedResponsesServer(ScriptedModel([text_response("trusted")])) as model:
+        # The scripted server speaks plain HTTP; a TLS front on another port relays to it.
+        async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", model.port)
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+        front = await asyncio.start_server(relay, "127.0.0.1", 0, ssl=server_context)
+        port = front.sockets[0].getsockname()[1]
+        pool = ModelClientPool(EngineConfig(max_attempts=1))
+        async with front:
+            events = await collect(pool.get(f"https://127.0.0.1:{port}/v1"))
+            await pool.aclose()
+    assert isinstance(events[-1], Completed)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()
 
 
 async def test_a_plain_http_url_through_an_https_proxy_still_verifies_the_proxy(

@@ -74,9 +74,10 @@ class ModelClientPool:
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
-            import certifi  # httpx's own CA bundle
+            import httpx  # loaded by now: the model client is made next
 
-            self._ssl = ssl.create_default_context(cafile=certifi.where())
+            # httpx's rules: $SSL_CERT_FILE or $SSL_CERT_DIR if set, else certifi's bundle.
+            self._ssl = httpx.create_ssl_context(verify=True)
         return self._ssl
 
     async def aclose(self) -> None:
