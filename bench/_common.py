@@ -38,15 +38,29 @@ __all__ = [
 ]
 
 
-def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The common command line: ``--quick`` for a smoke run of a few seconds."""
+def parse_args(
+    description: str, argv: Sequence[str] | None = None, sections: Sequence[str] = ()
+) -> argparse.Namespace:
+    """The common command line: ``--quick`` for a smoke run of a few seconds; with
+    ``sections``, ``--only SECTION`` (repeatable) runs just those (``args.only``: a set)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--quick",
         action="store_true",
         help="a few-second smoke run (smaller N, fewer repeats; figures are rougher)",
     )
-    return parser.parse_args(argv)
+    if sections:
+        parser.add_argument(
+            "--only",
+            action="append",
+            choices=sections,
+            metavar="SECTION",
+            help=f"run only this section (repeatable): {', '.join(sections)}",
+        )
+    args = parser.parse_args(argv)
+    if sections:
+        args.only = set(args.only or sections)
+    return args
 
 
 def machine_info() -> str:

@@ -30,7 +30,8 @@ home, removed at the end; every server started is stopped.
    real HTTP to a scripted Responses server: latency percentiles, memory.
 6. Nothing lost at shutdown or at a disconnect: N events in, N events out.
 
-Run ``.venv/bin/python bench/bench_adapters.py`` (``--quick`` for a smoke run).
+Run ``.venv/bin/python bench/bench_adapters.py`` (``--quick`` for a smoke run;
+``--only round-trip`` and the like for one section).
 """
 
 from __future__ import annotations
@@ -1094,8 +1095,13 @@ def bench_exactness(procs: Procs, scale: Scale) -> bool:
     return all(c.exact for c in checks)
 
 
+SECTIONS = ("throughput", "round-trip", "fan-out", "memory", "load", "exactness")
+"""The sections in order, as ``--only`` names them."""
+
+
 def main() -> None:
-    args = parse_args(__doc__.split("\n\n")[0] if __doc__ else "")
+    args = parse_args(__doc__.split("\n\n")[0] if __doc__ else "", sections=SECTIONS)
+    only = args.only
     scale = Scale(args.quick)
     header("bench_adapters", args.quick, f"N = {scale.events:,} events a run")
     raise_fd_limit()
@@ -1104,17 +1110,23 @@ def main() -> None:
     rundir = tempfile.mkdtemp(prefix="cxb-")
     try:
         with Procs(home, rundir) as procs:
-            bench_throughput(procs, scale)
+            if "throughput" in only:
+                bench_throughput(procs, scale)
             _, base_url = procs.model(chunks=10, responses=100_000)
-            serve = procs.codexcore_serve(base_url)
-            bare = procs.helper("bare", "bare")
-            bench_round_trip(procs, serve, bare, scale)
-            serve.stop()
-            bare.stop()
-            bench_fan_out(procs, scale)
-            bench_memory(procs, base_url, scale)
-            bench_load(procs, base_url, scale)
-            bench_exactness(procs, scale)
+            if "round-trip" in only:
+                serve = procs.codexcore_serve(base_url)
+                bare = procs.helper("bare", "bare")
+                bench_round_trip(procs, serve, bare, scale)
+                serve.stop()
+                bare.stop()
+            if "fan-out" in only:
+                bench_fan_out(procs, scale)
+            if "memory" in only:
+                bench_memory(procs, base_url, scale)
+            if "load" in only:
+                bench_load(procs, base_url, scale)
+            if "exactness" in only:
+                bench_exactness(procs, scale)
             print(f"<!-- bench_adapters: {time.perf_counter() - started:.0f} s -->", flush=True)
     finally:
         shutil.rmtree(home, ignore_errors=True)
