@@ -95,7 +95,7 @@ class LineReader:
 
 def is_blank(line: bytes) -> bool:
     """Blank lines (only whitespace) are skipped without an answer."""
-    return not line.strip()
+    return not line or line.isspace()  # as not line.strip(), without copying the line
 
 
 def decode_line(line: bytes) -> Submission | Rejected | Hello:

@@ -63,14 +63,15 @@ class LoopQueue(Generic[T]):
     def put_nowait(self, item: T) -> None:
         if self._shut:
             raise janus.AsyncQueueShutDown
-        if self.full():
+        if 0 < self._maxsize <= len(self._items):  # full(), inline: every event passes here
             raise janus.AsyncQueueFull
         self._items.append(item)
         self._unfinished += 1
-        _wake_one(self._getters)
+        if self._getters:
+            _wake_one(self._getters)
 
     async def put(self, item: T) -> None:
-        while self.full() and not self._shut:
+        while 0 < self._maxsize <= len(self._items) and not self._shut:
             await _wait_in(self._putters)
         self.put_nowait(item)
 
@@ -80,7 +81,8 @@ class LoopQueue(Generic[T]):
         if not self._items:
             raise janus.AsyncQueueShutDown if self._shut else janus.AsyncQueueEmpty
         item = self._items.popleft()
-        _wake_one(self._putters)
+        if self._putters:
+            _wake_one(self._putters)
         return item
 
     async def get(self) -> T:

@@ -142,9 +142,10 @@ def to_wire(value: Any) -> dict[str, Any]:
 
 def encode_event(event: Event) -> bytes:
     """One Event as compact JSON (no trailing newline)."""
-    return orjson.dumps(
-        {"id": event.id, "seq": event.seq, "msg": encoder_for(type(event.msg))(event.msg)}
-    )
+    msg = event.msg
+    # encoder_for's lookup, inline: every event is encoded twice (rollout, wire).
+    encode = _ENCODERS.get(msg.__class__) or encoder_for(msg.__class__)
+    return orjson.dumps({"id": event.id, "seq": event.seq, "msg": encode(msg)})
 
 
 def encode_submission(submission: Submission) -> bytes:
@@ -348,7 +349,8 @@ def _compile_variant(registry: Registry) -> Decoder:
         if cls is None:
             known = ", ".join(sorted(registry.by_tag))
             raise _Invalid(f"unknown {registry.name} type {tag!r} (known: {known})", ".type")
-        return _record_decoder(cls)(value)
+        # _record_decoder(cls), its lookup inline: every submission passes here
+        return (_RECORD_DECODERS.get(cls) or _record_decoder(cls))(value)
 
     return decode
 
