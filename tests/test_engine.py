@@ -600,6 +600,35 @@ async def test_closing_before_the_dispatcher_ever_ran(tmp_path: Path) -> None:
         await codex.submit(say("too late"))
 
 
+@pytest.mark.parametrize("threadsafe", [True, False], ids=["janus", "loop-only"])
+async def test_closing_as_a_task_starts_still_ends_it(tmp_path: Path, threadsafe: bool) -> None:
+    """The dispatcher lets the queue's reader run between task_started and making the
+    Task's asyncio tasks; a request_close() landing there still gives the Task its one
+    terminal event, before shutdown_complete."""
+    model = ScriptedModel([text_response("never asked")])
+    config = engine_config(tmp_path)
+    codex = Codex(config, transport=model.mock_transport(), threadsafe=threadsafe)
+    await codex.start()
+    await codex.submit(ConfigureSession(), id="cfg")
+    async with asyncio.timeout(10):
+        while (await codex.next_event()).msg.TYPE != "session_configured":
+            pass
+    started = codex._seq  # task_started will be numbered this
+    await codex.submit(say("hello"), id="u1")
+    for _ in range(20):  # until the dispatcher is between task_started and the Task
+        await asyncio.sleep(0)
+        session = codex._session
+        if codex._seq > started and session is not None and session.running is None:
+            break
+    else:
+        pytest.fail("the dispatcher never paused between task_started and the Task")
+    codex.request_close(discard=False)
+    async with asyncio.timeout(10):
+        types = [event.msg.TYPE async for event in codex.events()]
+    await codex.aclose()
+    assert types == ["task_started", "turn_aborted", "shutdown_complete"]
+
+
 async def test_commands_never_see_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A command's output reaches the model, the rollout and every UI: no keys in it."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")

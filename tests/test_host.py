@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from codexcore import Rejected
+from codexcore import Rejected, SessionConfig
 from codexcore.adapters._host import (
     Attachment,
     HostConfig,
@@ -159,6 +159,44 @@ async def test_an_idle_transport_is_written_in_the_pump_step_and_a_busy_one_by_i
         session.hand_over()  # no direct writer now: queued for take()
         assert len(written) == 2
         assert [e["msg"]["delta"] for e in events(await client.take())] == ["d"]
+    finally:
+        await host.aclose()
+
+
+async def test_task_started_reaches_an_idle_transport_before_the_task_exists(
+    tmp_path: Path,
+) -> None:
+    """The dispatcher lets the pump run between task_started and making the Task's asyncio
+    tasks: the ack and task_started are written first, then the rest, in order."""
+    engine = host_engine_config(session=SessionConfig(cwd=str(tmp_path)), home=str(tmp_path))
+    model = ScriptedModel([text_response("ok")])
+    host = SessionHost(HostConfig(engine=engine), transport=model.mock_transport())
+    await host.start()
+    try:
+        client = await host.attach(token=None)
+        codex = client.session.codex
+        written: list[dict[str, Any]] = []
+        running_at_write: list[bool] = []  # per event: was its Task running when written?
+
+        complete = asyncio.Event()
+
+        def direct(batch: list[Any]) -> bool:
+            written.extend(events(batch))
+            running_at_write.extend(codex.state.value == "running" for _ in events(batch))
+            if written and written[-1]["msg"]["type"] == "task_complete":
+                complete.set()
+            return True
+
+        assert client.poll() is None
+        waiting = asyncio.create_task(client.wait(direct))
+        await asyncio.sleep(0)
+        await client.submit(Submission("u1", UserInput((TextInput("hi"),))))
+        await asyncio.wait_for(complete.wait(), 10)
+        waiting.cancel()
+        types = [e["msg"]["type"] for e in written]
+        assert types[:3] == ["submission_ack", "session_configured", "task_started"]
+        assert running_at_write[types.index("task_started")] is False  # before the Task existed
+        assert [e["seq"] for e in written] == list(range(len(written)))
     finally:
         await host.aclose()
 

@@ -201,6 +201,7 @@ class Codex:
         self._submission_q: janus.AsyncQueue[Submission | Rejected] | None = None
         self._event_q: janus.AsyncQueue[Event] | None = None
         self._emit_lock = asyncio.Lock()
+        self._locked_emits = 0  # emitters holding or awaiting _emit_lock
         self._dispatcher: asyncio.Task[None] | None = None
         self._closed = False
         self._discarding = False
@@ -393,6 +394,25 @@ class Codex:
         if self._discarding and (self._emit_lock.locked() or queue.full()):
             log.debug("event discarded while closing", type=type(msg).__name__)
             return
+        if not self._locked_emits and not queue.full():
+            # The common case: room, and no emitter holding or awaiting the lock.
+            # Nothing here suspends (see below), so nothing can interleave, and
+            # the lock's two calls into asyncio would only add work.
+            event = Event(sub_id, self._seq, msg)
+            self._seq += 1
+            self._record(event)
+            await queue.put(event)
+            return
+        self._locked_emits += 1
+        try:
+            await self._emit_locked(queue, sub_id, msg)
+        finally:
+            self._locked_emits -= 1
+
+    async def _emit_locked(
+        self, queue: janus.AsyncQueue[Event], sub_id: str, msg: EventMsg
+    ) -> None:
+        """``_emit`` when the queue is full or another emitter is waiting: in turn."""
         async with self._emit_lock:
             event = Event(sub_id, self._seq, msg)
             # Numbered now: a cancel landing in _deliver still delivers it, so
@@ -534,11 +554,19 @@ class Codex:
         await self._emit(sub.id, TaskStarted())
         # What the Task runs under is fixed now, though its objects are built in the runner.
         under = (session.config, session.sandbox or UNCONFINED, session.client())
+        # Let the event queue's reader (a host's pump, woken by the first put) send
+        # task_started before the Task's two asyncio tasks are made: the client need
+        # not wait for that work. A cancel (request_close) landing meanwhile is
+        # raised once the Task exists, so the abort that follows still gives
+        # task_started its one terminal event.
+        cancelled = await _yield_uncancelled()
         runner = asyncio.create_task(
             self._run_task(session, sub.id, first_input, *under), name=f"codexcore-task-{sub.id}"
         )
         supervisor = asyncio.create_task(self._supervise(sub.id, runner))
         session.running = RunningTask(sub.id, runner, supervisor)
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def _run_task(
         self,
@@ -711,6 +739,16 @@ class Codex:
     def _require_session(self) -> Session:
         assert self._session is not None, "PLAN runs this action only with a Session"
         return self._session
+
+
+async def _yield_uncancelled() -> bool:
+    """Let every task that is ready run once; True if this task was cancelled meanwhile
+    (the caller finishes what it must, then raises CancelledError itself)."""
+    try:
+        await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        return True
+    return False
 
 
 def _error_for(exc: BaseException) -> ErrorEvent:
