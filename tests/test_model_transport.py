@@ -121,6 +121,28 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
     assert raw.connections == 2
 
 
+async def test_a_connection_idle_past_the_keepalive_expiry_is_replaced() -> None:
+    async with serving(answer(OK)) as (url, raw), client(keepalive_expiry=0.05) as http:
+        assert await get(http, url) == b"ok"
+        assert await get(http, url) == b"ok"  # at once: the same connection
+        await asyncio.sleep(0.1)
+        assert await get(http, url) == b"ok"
+    assert raw.connections == 2
+
+
+async def test_idle_connections_beyond_the_limit_are_closed_oldest_first() -> None:
+    async with (
+        serving(answer(OK)) as (first, first_raw),
+        serving(answer(OK)) as (second, second_raw),
+        client(max_idle=1) as http,
+    ):
+        assert await get(http, first) == b"ok"
+        assert await get(http, second) == b"ok"  # keeping this one closes the first's
+        assert await get(http, second) == b"ok"
+        assert await get(http, first) == b"ok"
+    assert (first_raw.connections, second_raw.connections) == (2, 1)
+
+
 async def test_a_body_cut_short_is_a_protocol_error() -> None:
     short = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly this"
 
