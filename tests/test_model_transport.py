@@ -223,6 +223,24 @@ async def test_a_response_abandoned_midway_closes_its_connection() -> None:
     assert raw.connections == 2  # a half-read connection is never reused
 
 
+async def test_a_response_still_streaming_when_the_transport_closes_closes_its_connection() -> None:
+    closed = asyncio.Event()
+
+    async def watch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer(OK)(reader, writer)
+        await reader.read()  # returns at the client's EOF
+        closed.set()
+
+    async with serving(watch) as (url, _):
+        transport = H11Transport()
+        http = httpx.AsyncClient(transport=transport)
+        async with http.stream("POST", url, content=b"{}") as response:
+            await transport.aclose()
+            assert await response.aread() == b"ok"  # read whole: reusable, but not kept
+        await asyncio.wait_for(closed.wait(), 5)
+        await http.aclose()
+
+
 async def test_a_large_request_body_is_sent_whole() -> None:
     body = bytes(range(256)) * 8192  # 2 MiB
     async with (

@@ -60,6 +60,7 @@ class H11Transport(httpx.AsyncBaseTransport):
         self._max_idle = max_idle
         self._expiry = keepalive_expiry
         self._idle: dict[Origin, list[_Connection]] = {}
+        self._closed = False
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
@@ -84,6 +85,7 @@ class H11Transport(httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
+        self._closed = True  # a body still streaming closes its connection when done
         idle, self._idle = self._idle, {}
         for connections in idle.values():
             for conn in connections:
@@ -92,7 +94,7 @@ class H11Transport(httpx.AsyncBaseTransport):
     def release(self, conn: _Connection, *, reusable: bool) -> None:
         """Take back a request's connection and its slot (a body calls this once, on close)."""
         self._slots.release()
-        if not (reusable and conn.next_cycle()):
+        if self._closed or not (reusable and conn.next_cycle()):
             conn.close()
             return
         self._idle.setdefault(conn.origin, []).append(conn)
@@ -209,7 +211,8 @@ class _Connection:
             self._watch = None
 
     async def send(self, request: httpx.Request, limit: float | None) -> None:
-        """The request line, headers and body, in as few writes as the body allows."""
+        """The request line, headers and body in one write (the model client's bodies
+        are one bytes object; a streamed body would be gathered whole first)."""
         h11_conn = self._h11
         try:
             head = h11_conn.send(
