@@ -217,6 +217,22 @@ async def test_slow_consumer_does_not_trip_the_idle_timeout() -> None:
 # --- the request -----------------------------------------------------------------------
 
 
+async def test_a_gzip_encoded_stream_is_decoded() -> None:
+    import gzip
+
+    reply = text_response("compressed")
+    body = b"".join(step for step in reply.steps if isinstance(step, bytes))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
+        return httpx.Response(200, headers=headers, content=gzip.compress(body))
+
+    async with ModelClient(transport=httpx.MockTransport(handler)) as client:
+        events = await collect(client)
+    assert "".join(e.delta for e in events if isinstance(e, OutputTextDelta)) == "compressed"
+    assert isinstance(events[-1], Completed)
+
+
 async def test_request_body_and_headers_with_respx() -> None:
     model = ScriptedModel([text_response("hi")])
     with respx.mock(using="httpx", assert_all_called=True) as router:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import enum
+import functools
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -454,10 +455,8 @@ class Codex:
             session.rollout.record_event(event)
 
     def _emitter(self, sub_id: str) -> Callable[[EventMsg], Awaitable[None]]:
-        async def emit(msg: EventMsg) -> None:
-            await self._emit(sub_id, msg)
-
-        return emit
+        # A partial, not a wrapping coroutine: every streamed delta passes here.
+        return functools.partial(self._emit, sub_id)
 
     # --- actions --------------------------------------------------------------
 

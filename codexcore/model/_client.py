@@ -217,7 +217,11 @@ class _ResponseReader:
     __slots__ = ("_chunks", "_completed", "_decoder", "_done", "_idle_timeout", "_watchdog")
 
     def __init__(self, response: httpx.Response, idle_timeout: float) -> None:
-        self._chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+        # An SSE body is rarely content-encoded; without an encoding, the raw
+        # chunks skip httpx's decoder layer (one generator step per chunk).
+        encoded = response.headers.get("content-encoding", "identity") != "identity"
+        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
+        self._chunks = cast(AsyncGenerator[bytes, None], chunks)
         self._idle_timeout = idle_timeout
         self._decoder = SSEDecoder()
         self._completed: Completed | None = None
