@@ -33,7 +33,7 @@ SNIPPETS: list[tuple[str, str, str]] = [
         "",
     ),
     (
-        "… and its first model client (`httpx.AsyncClient`, TLS context)",
+        "… and its first model client (`ModelClientPool().get(None)`: httpx, h11, TLS context)",
         "import codexcore; codexcore.ModelClientPool().get(None)",
         "",
     ),
