@@ -43,7 +43,29 @@ from ._wire import (
 )
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 Encoder = Callable[[Any], Any]
+
+
+class _Memo(dict[K, V]):
+    """Built on first lookup, kept after: ``memo[key]`` is one dict lookup once built.
+
+    A builder may look up other keys (a record's fields, a variant's records);
+    a record that contains itself is looked up when its decoder runs, not
+    while it is built (see ``_compile``).
+    """
+
+    __slots__ = ("_build",)
+
+    def __init__(self, build: Callable[[K], V]) -> None:
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, key: K) -> V:
+        value = self[key] = self._build(key)
+        return value
+
 
 _REGISTRIES = (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES, CONNECTION_MSGS)
 
@@ -63,8 +85,6 @@ class ProtocolError(ValueError):
 
 # --- encoding ---------------------------------------------------------------
 
-_ENCODERS: dict[type[Any], Encoder] = {}
-
 
 def _tag_of(cls: type[Any]) -> str | None:
     for registry in _REGISTRIES:
@@ -76,10 +96,7 @@ def _tag_of(cls: type[Any]) -> str | None:
 
 def encoder_for(cls: type[Any]) -> Encoder:
     """The generated function that turns an instance of ``cls`` into JSON-ready data."""
-    encoder = _ENCODERS.get(cls)
-    if encoder is None:
-        encoder = _ENCODERS[cls] = _generate_encoder(cls)
-    return encoder
+    return _ENCODERS[cls]
 
 
 def _generate_encoder(cls: type[Any]) -> Encoder:
@@ -99,6 +116,9 @@ def _generate_encoder(cls: type[Any]) -> Encoder:
     exec(compile(source, f"<codexcore encoder for {cls.__qualname__}>", "exec"), namespace)
     encode: Encoder = namespace["encode"]
     return encode
+
+
+_ENCODERS: _Memo[type[Any], Encoder] = _Memo(_generate_encoder)
 
 
 def _converter(shape: Shape) -> Encoder | None:
@@ -143,9 +163,7 @@ def to_wire(value: Any) -> dict[str, Any]:
 def encode_event(event: Event) -> bytes:
     """One Event as compact JSON (no trailing newline)."""
     msg = event.msg
-    # encoder_for's lookup, inline: every event is encoded twice (rollout, wire).
-    encode = _ENCODERS.get(msg.__class__) or encoder_for(msg.__class__)
-    return orjson.dumps({"id": event.id, "seq": event.seq, "msg": encode(msg)})
+    return orjson.dumps({"id": event.id, "seq": event.seq, "msg": _ENCODERS[msg.__class__](msg)})
 
 
 def encode_submission(submission: Submission) -> bytes:
@@ -196,17 +214,9 @@ def _expected(what: str, value: Any) -> _Invalid:
     return _Invalid(f"expected {what}, got {_kind(value)}")
 
 
-_RECORD_DECODERS: dict[type[Any], Decoder] = {}
-_VARIANT_DECODERS: dict[Registry, Decoder] = {}
-_SHAPE_DECODERS: dict[Shape, Decoder] = {}
-
-
 def decoder_for(shape: Shape) -> Decoder:
     """The compiled decoder of ``shape`` (raises ``_Invalid``; see the wrappers below)."""
-    decoder = _SHAPE_DECODERS.get(shape)
-    if decoder is None:
-        decoder = _SHAPE_DECODERS[shape] = _compile(shape)
-    return decoder
+    return _SHAPE_DECODERS[shape]
 
 
 def _compile(shape: Shape) -> Decoder:
@@ -226,15 +236,8 @@ def _compile(shape: Shape) -> Decoder:
     if isinstance(shape, Record):
         cls = shape.cls
         # Looked up when used: a record may (through others) contain itself.
-        return lambda value: _record_decoder(cls)(value)
-    return _variant_decoder(shape.registry)
-
-
-def _variant_decoder(registry: Registry) -> Decoder:
-    decoder = _VARIANT_DECODERS.get(registry)
-    if decoder is None:
-        decoder = _VARIANT_DECODERS[registry] = _compile_variant(registry)
-    return decoder
+        return lambda value: _RECORD_DECODERS[cls](value)
+    return _VARIANT_DECODERS[shape.registry]
 
 
 def _scalar_decoder(shape: Scalar) -> Decoder:
@@ -309,13 +312,6 @@ def _decode_bytes(value: Any) -> bytes:
         raise _Invalid("not valid base64") from None
 
 
-def _record_decoder(cls: type[Any]) -> Decoder:
-    decoder = _RECORD_DECODERS.get(cls)
-    if decoder is None:
-        decoder = _RECORD_DECODERS[cls] = _compile_record(cls)
-    return decoder
-
-
 def _compile_record(cls: type[Any]) -> Decoder:
     fields = tuple((f.name, decoder_for(f.shape), f.required) for f in fields_of(cls))
 
@@ -349,10 +345,14 @@ def _compile_variant(registry: Registry) -> Decoder:
         if cls is None:
             known = ", ".join(sorted(registry.by_tag))
             raise _Invalid(f"unknown {registry.name} type {tag!r} (known: {known})", ".type")
-        # _record_decoder(cls), its lookup inline: every submission passes here
-        return (_RECORD_DECODERS.get(cls) or _record_decoder(cls))(value)
+        return _RECORD_DECODERS[cls](value)
 
     return decode
+
+
+_SHAPE_DECODERS: _Memo[Shape, Decoder] = _Memo(_compile)
+_RECORD_DECODERS: _Memo[type[Any], Decoder] = _Memo(_compile_record)
+_VARIANT_DECODERS: _Memo[Registry, Decoder] = _Memo(_compile_variant)
 
 
 def from_wire(shape: Shape, value: Any, path: str) -> Any:
@@ -366,7 +366,7 @@ def from_wire(shape: Shape, value: Any, path: str) -> Any:
 def decode_record(cls: type[T], value: Any, path: str) -> T:
     """Build ``cls`` from a JSON object, field by field."""
     try:
-        record: T = _record_decoder(cls)(value)
+        record: T = _RECORD_DECODERS[cls](value)
     except _Invalid as exc:
         raise exc.at(path) from None
     return record
@@ -375,7 +375,7 @@ def decode_record(cls: type[T], value: Any, path: str) -> T:
 def decode_variant(registry: Registry, value: Any, path: str) -> Any:
     """Pick the variant of a tagged union by its ``type`` and decode it."""
     try:
-        return _variant_decoder(registry)(value)
+        return _VARIANT_DECODERS[registry](value)
     except _Invalid as exc:
         raise exc.at(path) from None
 
