@@ -233,6 +233,32 @@ async def test_a_gzip_encoded_stream_is_decoded() -> None:
     assert isinstance(events[-1], Completed)
 
 
+async def test_a_server_that_leaves_a_completed_stream_open_is_left_after_the_drain() -> None:
+    reply = text_response("done")
+    body = b"".join(step for step in reply.steps if isinstance(step, bytes))
+
+    async def hold_open(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        writer.write(head + b"transfer-encoding: chunked\r\n\r\n")
+        writer.write(b"%x\r\n%s\r\n" % (len(body), body))  # and never the last chunk
+        await writer.drain()
+        await reader.read()  # until the client gives up on the rest
+        writer.close()
+
+    server = await asyncio.start_server(hold_open, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with (
+        server,
+        ModelClient(base_url=f"http://127.0.0.1:{port}/v1", stream_idle_timeout=30) as client,
+    ):
+        started = asyncio.get_running_loop().time()
+        events = await asyncio.wait_for(collect(client), 20)
+        waited = asyncio.get_running_loop().time() - started
+    assert isinstance(events[-1], Completed)
+    assert waited < 5  # the 1 s drain, not the 30 s idle timeout
+
+
 async def test_request_body_and_headers_with_respx() -> None:
     model = ScriptedModel([text_response("hi")])
     with respx.mock(using="httpx", assert_all_called=True) as router:

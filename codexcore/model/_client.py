@@ -16,6 +16,7 @@ import orjson
 from .._logging import get_logger
 from ._errors import ModelError, RetryableError
 from ._events import Completed, RetryScheduled, StreamEvent
+from ._idle import IdleTimer
 from ._retry import RetryPolicy, parse_retry_after
 from ._sse import SSEDecoder
 from ._wire import decode_data
@@ -166,45 +167,6 @@ class ModelClient:
             raise _transport_failure(exc) from exc
 
 
-class _IdleWatchdog:
-    """Cancels the reading task when one wait for a chunk lasts ``limit`` seconds.
-
-    One timer per stream, re-armed only when it fires: a new ``asyncio.timeout``
-    per chunk cost 4-8 us each and was the model client's largest overhead.
-    Only time spent waiting counts, so a slow consumer holding an event never
-    trips it.
-    """
-
-    __slots__ = ("_handle", "_loop", "_task", "fired", "limit", "waiting_since")
-
-    def __init__(self, limit: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        self.limit = limit
-        self.waiting_since: float | None = None
-        self.fired = False
-        self._task: asyncio.Task[Any] | None = None
-        self._handle = self._loop.call_at(self._loop.time() + limit, self._check)
-
-    def begin(self) -> None:
-        self._task = asyncio.current_task()
-        self.waiting_since = self._loop.time()
-
-    def end(self) -> None:
-        self.waiting_since = None
-
-    def _check(self) -> None:
-        now = self._loop.time()
-        since = self.waiting_since
-        if since is not None and now - since >= self.limit and self._task is not None:
-            self.fired = True
-            self._task.cancel()
-            return
-        self._handle = self._loop.call_at((since or now) + self.limit, self._check)
-
-    def close(self) -> None:
-        self._handle.cancel()
-
-
 class _ResponseReader:
     """Turns one response body into batches of typed events.
 
@@ -214,7 +176,15 @@ class _ResponseReader:
     connection reusable) and ``Completed`` comes last.
     """
 
-    __slots__ = ("_chunks", "_completed", "_decoder", "_done", "_idle_timeout", "_watchdog")
+    __slots__ = (
+        "_chunks",
+        "_completed",
+        "_decoder",
+        "_done",
+        "_idle_timeout",
+        "_waiter",
+        "_watchdog",
+    )
 
     def __init__(self, response: httpx.Response, idle_timeout: float) -> None:
         # An SSE body is rarely content-encoded; without an encoding, the raw
@@ -226,7 +196,8 @@ class _ResponseReader:
         self._decoder = SSEDecoder()
         self._completed: Completed | None = None
         self._done = False
-        self._watchdog = _IdleWatchdog(idle_timeout)
+        self._waiter: asyncio.Task[Any] | None = None  # the task waiting for a chunk
+        self._watchdog = IdleTimer(idle_timeout, self._cancel_waiter)
 
     async def next_batch(self) -> list[StreamEvent] | None:
         """Events from the next chunk ([] is possible); None after the last batch."""
@@ -250,6 +221,7 @@ class _ResponseReader:
             # Only the end of the body is awaited now: a server that leaves the
             # stream open must not hold the Turn for the idle timeout.
             watchdog.limit = min(_DRAIN_TIMEOUT, self._idle_timeout)
+        self._waiter = asyncio.current_task()
         watchdog.begin()
         try:
             return await anext(self._chunks, None)
@@ -266,6 +238,10 @@ class _ResponseReader:
             raise _transport_failure(exc) from exc
         finally:
             watchdog.end()
+
+    def _cancel_waiter(self) -> None:
+        if self._waiter is not None:
+            self._waiter.cancel()
 
     def _finish(self) -> list[StreamEvent]:
         self._done = True

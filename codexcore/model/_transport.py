@@ -26,6 +26,8 @@ from typing import Any
 import h11
 import httpx
 
+from ._idle import IdleTimer
+
 __all__ = ["H11Transport"]
 
 _READ_SIZE = 65_536
@@ -162,16 +164,7 @@ def _origin(request: httpx.Request) -> Origin:
 class _Connection:
     """One socket and its h11 state machine."""
 
-    __slots__ = (
-        "_h11",
-        "_reader",
-        "_timed_out",
-        "_waiting_since",
-        "_watch",
-        "_writer",
-        "idle_since",
-        "origin",
-    )
+    __slots__ = ("_h11", "_read_timer", "_reader", "_writer", "idle_since", "origin")
 
     def __init__(
         self, origin: Origin, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -180,9 +173,8 @@ class _Connection:
         self._reader, self._writer = reader, writer
         self._h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
-        self._waiting_since: float | None = None
-        self._watch: asyncio.TimerHandle | None = None
-        self._timed_out = False
+        # Its limit is set per read; expiring aborts the socket, so the pending read ends.
+        self._read_timer = IdleTimer(0.0, writer.transport.abort)
 
     def is_usable(self, fresh_after: float) -> bool:
         """Still open, not told to close, and idle since ``fresh_after`` (loop time) or later."""
@@ -197,18 +189,13 @@ class _Connection:
         if self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
             return False
         self._h11.start_next_cycle()
-        self._disarm()
+        self._read_timer.close()
         self.idle_since = asyncio.get_running_loop().time()
         return True
 
     def close(self) -> None:
-        self._disarm()
+        self._read_timer.close()
         self._writer.close()
-
-    def _disarm(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
 
     async def send(self, request: httpx.Request, limit: float | None) -> None:
         """The request line, headers and body in one write (the model client's bodies
@@ -258,39 +245,21 @@ class _Connection:
         return event
 
     async def _read(self, request: httpx.Request, limit: float | None) -> bytes:
+        timer = self._read_timer
         if limit is not None:
-            self._arm(limit)
+            timer.limit = limit
+            timer.begin()
         try:
             data = await self._reader.read(_READ_SIZE)
         except OSError as exc:
             raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
         finally:
-            self._waiting_since = None
-        if self._timed_out:
+            timer.end()
+        if timer.fired:
             raise httpx.ReadTimeout(
                 "the server sent nothing within the read timeout", request=request
             )
         return data
-
-    def _arm(self, timeout: float) -> None:
-        # One timer per connection, re-armed only when it fires: a fresh
-        # asyncio.timeout per read would cost every streamed chunk a timer.
-        loop = asyncio.get_running_loop()
-        self._waiting_since = now = loop.time()
-        if self._watch is None:
-            self._watch = loop.call_at(now + timeout, self._check, timeout)
-
-    def _check(self, timeout: float) -> None:
-        self._watch = None
-        since = self._waiting_since
-        if since is None:
-            return  # not waiting: the next read arms a new timer
-        loop = asyncio.get_running_loop()
-        if loop.time() - since >= timeout:
-            self._timed_out = True
-            self._writer.transport.abort()  # the pending read returns at EOF
-        else:
-            self._watch = loop.call_at(since + timeout, self._check, timeout)
 
 
 class _Body(httpx.AsyncByteStream):
