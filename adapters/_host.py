@@ -339,7 +339,7 @@ class Attachment:
         if self.closed or self._cursor is not None:
             return  # replaying: the writer reads the replay buffer itself
         self._queue.append(out)
-        self._bytes += len(out.data) + _ENTRY_OVERHEAD  # _cost(out), inline: once per event
+        self._bytes += _cost(out)
         if self._bytes > self._compact_at and not self._lossless:
             self._compact()
         if self._direct is None:  # an idle transport gets it from hand_over() instead

@@ -399,10 +399,7 @@ class Codex:
             # The common case: room, and no emitter holding or awaiting the lock.
             # Nothing here suspends (see below), so nothing can interleave, and
             # the lock's two calls into asyncio would only add work.
-            event = Event(sub_id, self._seq, msg)
-            self._seq += 1
-            self._record(event)
-            await queue.put(event)
+            await queue.put(self._number(sub_id, msg))
             return
         self._locked_emits += 1
         try:
@@ -415,11 +412,9 @@ class Codex:
     ) -> None:
         """``_emit`` when the queue is full or another emitter is waiting: in turn."""
         async with self._emit_lock:
-            event = Event(sub_id, self._seq, msg)
             # Numbered now: a cancel landing in _deliver still delivers it, so
             # the next event must not reuse its seq.
-            self._seq += 1
-            self._record(event)
+            event = self._number(sub_id, msg)
             if queue.full():
                 await self._deliver(queue, event)
             else:
@@ -449,10 +444,14 @@ class Codex:
         if cancelled:
             raise asyncio.CancelledError
 
-    def _record(self, event: Event) -> None:
+    def _number(self, sub_id: str, msg: EventMsg) -> Event:
+        """The next event: its seq taken, and recorded before anyone can see it."""
+        event = Event(sub_id, self._seq, msg)
+        self._seq += 1
         session = self._session
-        if session is not None and session.rollout is not None and event.msg.TYPE not in UNRECORDED:
+        if session is not None and session.rollout is not None and msg.TYPE not in UNRECORDED:
             session.rollout.record_event(event)
+        return event
 
     def _emitter(self, sub_id: str) -> Callable[[EventMsg], Awaitable[None]]:
         # A partial, not a wrapping coroutine: every streamed delta passes here.

@@ -63,7 +63,7 @@ class LoopQueue(Generic[T]):
     def put_nowait(self, item: T) -> None:
         if self._shut:
             raise janus.AsyncQueueShutDown
-        if 0 < self._maxsize <= len(self._items):  # full(), inline: every event passes here
+        if self.full():
             raise janus.AsyncQueueFull
         self._items.append(item)
         self._unfinished += 1
@@ -71,7 +71,7 @@ class LoopQueue(Generic[T]):
             _wake_one(self._getters)
 
     async def put(self, item: T) -> None:
-        while 0 < self._maxsize <= len(self._items) and not self._shut:
+        while self.full() and not self._shut:
             await _wait_in(self._putters)
         self.put_nowait(item)
 
