@@ -124,8 +124,11 @@ def _report_config(report: _Report, loaded: LoadedSettings) -> None:
         if variable == DEFAULT_API_KEY_ENV
         else f" (named by {loaded.source('provider.api_key_env')})"
     )
+    missing = loaded.missing_key()
     if settings.api_key:
         report.line("ok", f"api key: set in ${variable}{named}")
+    elif missing:  # the provider refuses every request without one
+        report.line("fail", f"api key: {missing}")
     else:
         report.line(
             "warn",
