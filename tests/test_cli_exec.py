@@ -237,6 +237,12 @@ def run_exec(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.Completed
     )
 
 
+def through_proxy(url: str) -> dict[str, str]:
+    """Variables that send HTTPS through ``url`` whatever proxy the developer's shell sets."""
+    names = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+    return {**dict.fromkeys(names, url), "NO_PROXY": "", "no_proxy": ""}
+
+
 def write_config(text: str) -> Path:
     home = Path(os.environ["CODEXCORE_HOME"])  # conftest: a fresh directory per test
     (home / "config.toml").write_text(text)
@@ -247,7 +253,7 @@ def test_no_key_for_openai_stops_before_any_connection(
     workspace: Path, recorder: ConnectionRecorder
 ) -> None:
     write_config("[provider]\nmax_attempts = 1\n")
-    proxy = {"HTTPS_PROXY": recorder.url, "NO_PROXY": ""}
+    proxy = through_proxy(recorder.url)
     result = run_exec(workspace, "hi", env=proxy)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith(
@@ -307,7 +313,7 @@ def test_a_refused_connection_names_the_url_and_where_it_came_from(
         said, args = f"profile 'dead' in {path}", ("--profile", "dead", "hi")
     else:  # the default URL, reached through a proxy that refuses (no network in tests)
         url, said = "https://api.openai.com/v1", "the default"
-        env.update(HTTPS_PROXY=closed, NO_PROXY="", OPENAI_API_KEY="sk-test-only")
+        env.update(through_proxy(closed), OPENAI_API_KEY="sk-test-only")
     started = time.monotonic()
     result = run_exec(workspace, *args, env=env)
     elapsed = time.monotonic() - started

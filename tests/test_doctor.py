@@ -223,7 +223,8 @@ def test_the_first_line_is_the_version(tmp_path: Path, server: ScriptedResponses
 
 def test_no_key_for_openai_is_a_fail_line(tmp_path: Path) -> None:
     # The default provider, reached through a proxy that refuses: no network in tests.
-    proxy = {"HTTPS_PROXY": f"http://127.0.0.1:{closed_port()}", "NO_PROXY": ""}
+    closed = f"http://127.0.0.1:{closed_port()}"
+    proxy = {"HTTPS_PROXY": closed, "https_proxy": closed, "NO_PROXY": "", "no_proxy": ""}
     result = doctor(tmp_path, "--timeout", "5", env=proxy)
     assert result.returncode == 1
     assert (
