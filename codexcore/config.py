@@ -63,6 +63,7 @@ CONFIG_FILE: Final = "config.toml"
 DEFAULT_MODEL: Final = "gpt-5-codex"  # the engine's default (codexcore.engine._config)
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"  # the model client's default
 DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
+_OPENAI_HOST: Final = "api.openai.com"  # and its regional hosts, e.g. eu.api.openai.com
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 SourceKind = Literal["flag", "env", "profile", "file", "default"]
@@ -119,6 +120,14 @@ class ProviderSettings(Value):
     max_attempts: int = 5
     retry_base_delay: float = 0.2
     stream_idle_timeout: float = 300.0
+
+    @property
+    def needs_key(self) -> bool:
+        """Whether requests are pointless without a key: OpenAI's own API refuses
+        every request that has none. Any other ``base_url`` (a local server, a
+        proxy) may work without one, and is sent no ``Authorization`` header."""
+        host = urlsplit(self.base_url).hostname or ""
+        return host == _OPENAI_HOST or host.endswith("." + _OPENAI_HOST)
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -233,6 +242,42 @@ class LoadedSettings(Value):
     def source(self, key: str) -> Source:
         """Where the value of ``key`` (dotted, e.g. ``provider.base_url``) came from."""
         return self.sources.get(key, _DEFAULT)
+
+    def origin(self, key: str) -> str:
+        """Where the value of ``key`` came from, in words for a message.
+
+        ``$OPENAI_BASE_URL``, ``profile 'local' in ~/.codexcore/config.toml``,
+        ``~/.codexcore/config.toml``, ``the command line`` or ``the default``.
+        """
+        source = self.source(key)
+        if source.kind == "env":
+            return f"${source.detail}"
+        if source.kind == "profile":
+            return f"profile {source.detail!r} in {self.display_path}"
+        if source.kind == "file":
+            return self.display_path
+        return "the command line" if source.kind == "flag" else "the default"
+
+    def missing_key(self) -> str | None:
+        """Why no request can succeed for want of a key, or None when that is not so.
+
+        A key is missing when the provider needs one
+        (:attr:`ProviderSettings.needs_key`) and the variable named by
+        ``provider.api_key_env`` is unset or empty. The message names the
+        variable and where that name came from, and the URL and its origin.
+        """
+        settings = self.settings
+        provider = settings.provider
+        if settings.api_key or not provider.needs_key:
+            return None
+        variable = provider.api_key_env
+        return (
+            f"no API key: ${variable} is not set, and {provider.base_url} needs one "
+            f"(provider.base_url from {self.origin('provider.base_url')}). The key is read "
+            f"from the environment variable named by provider.api_key_env: {variable} "
+            f"(from {self.origin('provider.api_key_env')}). Set it, or point "
+            "provider.base_url at a server that needs no key."
+        )
 
 
 # --- validation --------------------------------------------------------------------------

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+import codexcore as codexcore_package
+from codexcore import cli
 
 ROOT = Path(__file__).parent.parent
 
@@ -69,3 +76,50 @@ def test_logs_go_to_stderr_only() -> None:
     assert result.returncode == 0
     assert "model.request" in result.stderr
     assert "model.request" not in result.stdout
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = codexcore("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"codexcore {metadata.version('codexcore')}\n"
+
+
+def test_version_without_package_metadata_is_the_source_trees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    assert cli.version() == codexcore_package.__version__
+    # ...which is the version pyproject.toml gives the distribution.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert codexcore_package.__version__ == project["version"]
+
+
+def command_paths(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> list[tuple[str, ...]]:
+    """Every command and subcommand of the real parser, so a new one is checked too."""
+    paths = [path]
+    for action in parser._actions:  # argparse has no public walk of its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                paths += command_paths(sub, (*path, name))
+    return paths
+
+
+@pytest.mark.parametrize(
+    "path", [" ".join(p) for p in command_paths(cli.build_parser())], ids=lambda p: p or "top"
+)
+def test_help_is_plain_text(path: str) -> None:
+    result = codexcore(*path.split(), "--help")
+    assert result.returncode == 0, result.stderr
+    assert "``" not in result.stdout, result.stdout
+    assert not re.search(r":[a-z]+:`", result.stdout), result.stdout
+    assert "usage: codexcore" in result.stdout
+
+
+def test_plain_unmarks_literals_and_roles() -> None:
+    text = "``exec`` puts :class:`~codexcore.protocol.Submission`\\ s on :mod:`codexcore.protocol`"
+    assert cli.plain(text) == "exec puts Submissions on codexcore.protocol"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,3 +178,149 @@ def test_ctrl_c_interrupts_then_exits(
     assert child.returncode == 130
     assert "aborted: interrupted" in out
     assert "interrupting" in err
+
+
+# --- no key, and where requests went (issue 13, item 18) ---------------------------------
+
+
+class ConnectionRecorder:
+    """A real listening socket on 127.0.0.1 that records what each connection sends
+    first, then closes it. As HTTPS_PROXY it sees every request to api.openai.com."""
+
+    def __init__(self) -> None:
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self.heads: list[bytes] = []
+        self.connected = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # closed by stop()
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    self.heads.append(conn.recv(4096))
+                except OSError:
+                    self.heads.append(b"")
+            self.connected.set()
+
+    def stop(self) -> None:
+        # shutdown() wakes the blocked accept(); close() alone may not.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self._thread.join(timeout=5)
+        assert not self._thread.is_alive()
+
+
+@pytest.fixture
+def recorder() -> Iterator[ConnectionRecorder]:
+    running = ConnectionRecorder()
+    yield running
+    running.stop()
+
+
+def run_exec(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "codexcore", "exec", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+        timeout=60,
+        check=False,
+    )
+
+
+def through_proxy(url: str) -> dict[str, str]:
+    """Variables that send HTTPS through ``url`` whatever proxy the developer's shell sets."""
+    names = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+    return {**dict.fromkeys(names, url), "NO_PROXY": "", "no_proxy": ""}
+
+
+def write_config(text: str) -> Path:
+    home = Path(os.environ["CODEXCORE_HOME"])  # conftest: a fresh directory per test
+    (home / "config.toml").write_text(text)
+    return home / "config.toml"
+
+
+def test_no_key_for_openai_stops_before_any_connection(
+    workspace: Path, recorder: ConnectionRecorder
+) -> None:
+    write_config("[provider]\nmax_attempts = 1\n")
+    proxy = through_proxy(recorder.url)
+    result = run_exec(workspace, "hi", env=proxy)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "codexcore exec: no API key: $OPENAI_API_KEY is not set, and "
+        "https://api.openai.com/v1 needs one (provider.base_url from the default). "
+        "The key is read from the environment variable named by provider.api_key_env: "
+        "OPENAI_API_KEY (from the default)."
+    ), result.stderr
+    assert "retrying" not in result.stdout + result.stderr
+    # The control: the same command with a key does reach the (proxied) provider, so the
+    # recorder would have seen a request above had one been tried.
+    with_key = run_exec(workspace, "hi", env={**proxy, "OPENAI_API_KEY": "sk-test-only"})
+    assert recorder.connected.wait(10), with_key.stdout + with_key.stderr
+    assert recorder.heads[0].startswith(b"CONNECT api.openai.com:443 "), recorder.heads
+    assert len(recorder.heads) == 1, recorder.heads  # none from the keyless run
+
+
+def test_no_key_names_the_variable_a_profile_chose(workspace: Path) -> None:
+    path = write_config('[profiles.work.provider]\napi_key_env = "WORK_KEY"\n')
+    result = run_exec(
+        workspace, "--profile", "work", "hi", env={"OPENAI_API_KEY": "sk-not-for-work"}
+    )
+    assert result.returncode == 2
+    assert "$WORK_KEY is not set" in result.stderr
+    assert f"provider.api_key_env: WORK_KEY (from profile 'work' in {path})" in result.stderr
+    assert "sk-not-for-work" not in result.stdout + result.stderr
+
+
+def test_a_local_provider_needs_no_key(
+    workspace: Path, stop_servers: list[ScriptedResponsesServer]
+) -> None:
+    _, server = serve(text_response("no key needed"))
+    stop_servers.append(server)
+    # A profile pointing at localhost, chosen by name; no variable holds a key.
+    base_url = server.base_url.replace("127.0.0.1", "localhost")
+    write_config(f'[profiles.local.provider]\nbase_url = "{base_url}"\n')
+    result = run_exec(workspace, "--profile", "local", "hi", env={})
+    assert result.returncode == 0, result.stderr
+    assert "no key needed" in result.stdout
+
+
+@pytest.mark.parametrize("origin", ["env", "profile", "default"])
+def test_a_refused_connection_names_the_url_and_where_it_came_from(
+    workspace: Path, origin: str
+) -> None:
+    # Nothing listens on the port: bound, then closed.
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    args: tuple[str, ...] = ("hi",)
+    env: dict[str, str] = {}
+    if origin == "env":
+        url, said = f"{closed}/v1", "$OPENAI_BASE_URL"
+        env["OPENAI_BASE_URL"] = url
+    elif origin == "profile":
+        url = f"{closed}/v1"
+        path = write_config(f'[profiles.dead.provider]\nbase_url = "{url}"\n')
+        said, args = f"profile 'dead' in {path}", ("--profile", "dead", "hi")
+    else:  # the default URL, reached through a proxy that refuses (no network in tests)
+        url, said = "https://api.openai.com/v1", "the default"
+        env.update(through_proxy(closed), OPENAI_API_KEY="sk-test-only")
+    started = time.monotonic()
+    result = run_exec(workspace, *args, env=env)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "error (retries_exhausted): model request failed after 5 attempts" in result.stdout
+    assert result.stderr.endswith(
+        f"codexcore exec: the requests went to POST {url}/responses "
+        f"(provider.base_url from {said})\n"
+    ), result.stderr
+    print(f"refused connection, {origin}: exec took {elapsed:.2f} s (5 attempts)")

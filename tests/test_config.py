@@ -697,3 +697,28 @@ def test_a_relative_home_flag_is_made_absolute(
     loaded = load_settings(home="cx", environ={})
     assert loaded.settings.home == str(tmp_path / "cx")
     assert loaded.settings.model == "here"
+
+
+@pytest.mark.parametrize(
+    ("base_url", "needs"),
+    [
+        ("https://api.openai.com/v1", True),
+        ("https://eu.api.openai.com/v1", True),
+        ("http://127.0.0.1:8080/v1", False),
+        ("http://localhost:11434/v1", False),
+        ("https://api.openai.com.example.net/v1", False),
+        ("https://notapi.openai.com/v1", False),
+    ],
+)
+def test_only_openai_s_own_api_needs_a_key(base_url: str, needs: bool) -> None:
+    loaded = load_settings(environ={"HOME": "/nonexistent", "OPENAI_BASE_URL": base_url})
+    assert loaded.settings.provider.needs_key is needs
+    missing = loaded.missing_key()
+    assert (missing is not None) is needs
+    if missing is not None:
+        assert f"{base_url} needs one (provider.base_url from $OPENAI_BASE_URL)" in missing
+
+
+def test_a_set_key_is_never_missing() -> None:
+    loaded = load_settings(environ={"HOME": "/nonexistent", "OPENAI_API_KEY": "sk-x"})
+    assert loaded.missing_key() is None

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
+import re
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,7 @@ from codexcore.testing import (
 )
 
 SECRET = "sk-proj-doctor-never-prints-this-0123456789"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def doctor(
@@ -206,3 +210,72 @@ def test_a_silent_server_times_out() -> None:
     assert status == "fail"
     assert text.startswith(f"provider: POST {url}: ")
     assert "0.5 s" in text
+
+
+def test_the_first_line_is_the_version(tmp_path: Path, server: ScriptedResponsesServer) -> None:
+    result = doctor(tmp_path, env={"OPENAI_BASE_URL": server.base_url})
+    first = result.stdout.splitlines()[0]
+    assert first == (
+        f"ok    version: codexcore {metadata.version('codexcore')}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def test_no_key_for_openai_is_a_fail_line(tmp_path: Path) -> None:
+    # The default provider, reached through a proxy that refuses: no network in tests.
+    closed = f"http://127.0.0.1:{closed_port()}"
+    proxy = {"HTTPS_PROXY": closed, "https_proxy": closed, "NO_PROXY": "", "no_proxy": ""}
+    result = doctor(tmp_path, "--timeout", "5", env=proxy)
+    assert result.returncode == 1
+    assert (
+        "fail  api key: no API key: $OPENAI_API_KEY is not set, and https://api.openai.com/v1 "
+        "needs one (provider.base_url from the default)."
+    ) in result.stdout
+
+
+def documented(page: str, marker: str) -> tuple[str, list[str]]:
+    """The ```sh block of ``page`` that contains ``marker``, and the output block after it."""
+    text = (ROOT / "docs" / page).read_text()
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
+    for number, (language, body) in enumerate(blocks):
+        if language == "sh" and marker in body and "cat >>" in body:
+            return body, blocks[number + 1][1].splitlines()
+    raise AssertionError(f"no sh block with {marker!r} that writes a config in {page}")
+
+
+def test_the_documented_profile_commands_work_on_a_fresh_machine(tmp_path: Path) -> None:
+    commands, expected = documented("configuration.md", "codexcore doctor --profile local")
+    home = tmp_path / "home"
+    home.mkdir()
+    environ = {k: v for k, v in os.environ.items() if k != "CODEXCORE_HOME"}  # ~/.codexcore
+    environ.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}:{environ['PATH']}")
+    try:  # the documented server: port 8080
+        server = ScriptedResponsesServer(ScriptedModel([text_response("pong")]), port=8080)
+        server.start_in_thread()
+    except OSError as exc:
+        pytest.skip(f"port 8080, which the documented profile uses, is taken: {exc}")
+    try:
+        result = subprocess.run(
+            ["bash", "-c", commands],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=environ,
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    got = result.stdout.splitlines()
+    assert len(got) == len(expected), result.stdout
+    for line, shown in zip(got, expected, strict=True):
+        check = shown[6:].split(":")[0]  # after the status column
+        assert line[6:].split(":")[0] == check, (line, shown)
+        if check in ("version", "sandbox"):
+            continue  # this machine's versions, and its sandbox (bubblewrap or not)
+        if check == "provider":
+            assert line.split(" answered in ")[0] == shown.split(" answered in ")[0]
+            assert line.endswith("(model qwen3-coder)"), line
+        else:
+            assert line == shown
+    assert (home / ".codexcore" / "config.toml").is_file()

@@ -3,7 +3,9 @@
 Each command lives in a module of its own (``_demo.py``, ``_schema.py`` …)
 exposing ``register(subparsers)``, which adds its parser and sets ``run``
 (``args -> exit code``) as the parser's default. Only the chosen command's
-dependencies are imported.
+dependencies are imported. Help texts come from the modules' docstrings,
+written in reStructuredText for the API docs; :func:`plain` turns them into the
+plain text a terminal shows.
 """
 
 from __future__ import annotations
@@ -12,12 +14,58 @@ import argparse
 import gc
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from .._logging import LEVELS, configure_cli_logging
 
 COMMANDS = ("demo", "doctor", "exec", "schema", "serve", "sessions")
+
+# ``text``, and :role:`target` with its optional ~ (show the last name only) and
+# the backslash-space that glues a role to a plural ("Submission\\ s").
+_RST_MARKUP = re.compile(r"(?::[a-z]+(?::[a-z]+)?:`(~?)([^`]+)`|``([^`]+)``)(?:\\ )?")
+
+
+def plain(text: str | None) -> str:
+    """``text`` (a docstring) without reStructuredText markup: ``x`` and :role:`x` become x.
+
+    A role's target is shown as the API docs show it: :class:`~codexcore.Codex`
+    as Codex, :mod:`codexcore.protocol` whole.
+    """
+    return _RST_MARKUP.sub(_unmarked, text or "")
+
+
+def _unmarked(match: re.Match[str]) -> str:
+    tilde, target, literal = match.groups()
+    if literal is not None:
+        return literal
+    return target.rsplit(".", 1)[-1] if tilde else target
+
+
+def version() -> str:
+    """The installed distribution's version; the source tree's when it is not installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    try:
+        return installed_version("codexcore")
+    except PackageNotFoundError:  # run from a checkout without pip install
+        from .. import __version__
+
+        return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: reads the package metadata only when asked (it costs ~25 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+        print(f"codexcore {version()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Codex-style agent core: run a Task, serve the queue pair, "
         "inspect the protocol.",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     parser.add_argument(
         "--log-level",
         choices=LEVELS,

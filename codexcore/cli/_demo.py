@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import plain
+
 DEMO_COMMAND = ["bash", "-lc", "echo 'hello from a real subprocess' && uname -sm && ls"]
 
 
@@ -21,7 +23,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "demo",
         help="run one Task offline against an embedded scripted model",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  codexcore demo          # answer the approval prompt\n"
         "  codexcore demo --yes    # approve without asking",

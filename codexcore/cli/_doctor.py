@@ -1,10 +1,11 @@
 """``codexcore doctor``: check the configuration and reach the model provider.
 
-Prints one line per check, each starting with ok, warn or fail: the
-configuration file (found and valid, or absent: the defaults apply), unknown
-keys, the effective model, provider and policies with where each came from,
-whether a key is set (never the key: the variable's name), the sandbox, and a
-real streaming request to POST {base_url}/responses with the input "ping".
+Prints one line per check, each starting with ok, warn or fail: the versions
+of codexcore and Python, the configuration file (found and valid, or absent:
+the defaults apply), unknown keys, the effective model, provider and policies
+with where each came from, whether a key is set (never the key: the
+variable's name), the sandbox, and a real streaming request to
+POST {base_url}/responses with the input "ping".
 Exits 0 when nothing failed, 1 otherwise.
 """
 
@@ -15,6 +16,8 @@ import asyncio
 import re
 import time
 from typing import TYPE_CHECKING, Any, Literal
+
+from . import plain, version
 
 if TYPE_CHECKING:
     from ..config import LoadedSettings, Settings
@@ -30,7 +33,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "doctor",
         help="check the configuration and reach the model provider",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
         "  codexcore doctor                  # config.toml in $CODEXCORE_HOME (~/.codexcore)\n"
@@ -61,9 +64,12 @@ class _Report:
 
 
 def run(args: argparse.Namespace) -> int:
+    import platform  # every command builds this module's parser: import on use
+
     from ..config import ConfigError, load_settings
 
     report = _Report()
+    report.line("ok", f"version: codexcore {version()}, Python {platform.python_version()}")
     try:
         loaded = load_settings(profile=args.profile)
     except ConfigError as exc:
@@ -118,8 +124,11 @@ def _report_config(report: _Report, loaded: LoadedSettings) -> None:
         if variable == DEFAULT_API_KEY_ENV
         else f" (named by {loaded.source('provider.api_key_env')})"
     )
+    missing = loaded.missing_key()
     if settings.api_key:
         report.line("ok", f"api key: set in ${variable}{named}")
+    elif missing:  # the provider refuses every request without one
+        report.line("fail", f"api key: {missing}")
     else:
         report.line(
             "warn",

@@ -6,6 +6,10 @@ while the model thinks, token usage at the end. ``--json`` prints the native
 events as JSONL instead. Approvals are asked at the terminal; with no terminal
 a request that needs a person ends the Task with a clear message instead of
 hanging. Ctrl-C interrupts the running Task; a second Ctrl-C exits.
+
+With no key for a provider that needs one (OpenAI's API), nothing is sent: the
+message names the variable the key is read from. When requests found no
+answer, the last line names the URL and where it came from.
 """
 
 from __future__ import annotations
@@ -15,17 +19,25 @@ import asyncio
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from . import plain
+
+if TYPE_CHECKING:
+    from ..config import LoadedSettings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
+
+# The model errors that mean no usable answer came from the provider's URL.
+_UNREACHED = frozenset({"retries_exhausted", "transport_error"})
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "exec",
         help="run one Task in the terminal",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="""examples:
   codexcore exec "why does the test in tests/test_io.py fail?"
@@ -34,8 +46,8 @@ def register(subparsers: Any) -> None:
   codexcore exec --resume 0b6f…  "now fix the second one"
   codexcore exec --fork 0b6f…@resp_123  "try another approach"
 
-exit codes: 0 task complete, 1 error, 2 usage, 3 aborted,
-            4 an approval was needed with no terminal to ask, 130 Ctrl-C""",
+exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included),
+            3 aborted, 4 an approval was needed with no terminal to ask, 130 Ctrl-C""",
     )
     parser.add_argument("prompt", nargs="?", help="the prompt (default: read stdin)")
     parser.add_argument("--json", action="store_true", help="print events as JSON lines")
@@ -67,22 +79,26 @@ def run(args: argparse.Namespace) -> int:
     if args.fork and "@" not in args.fork:
         print("codexcore exec: --fork takes SESSION@RESPONSE_ID", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        loaded = load(args)
+    except ValueError as exc:  # a configuration error names the file, key and allowed values
+        print(f"codexcore: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    missing = loaded.missing_key()
+    if missing:  # before stdin is read, and before any request could be tried
+        print(f"codexcore exec: {missing}", file=sys.stderr)
+        return EXIT_USAGE
     prompt = args.prompt if args.prompt is not None else sys.stdin.read()
     if not prompt.strip():
         print("codexcore exec: no prompt (give one, or pipe it on stdin)", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        config = engine_config(args)
-    except ValueError as exc:  # a configuration error names the file, key and allowed values
-        print(f"codexcore: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     # A person can answer only if stdin is a terminal the prompt did not come from.
     interactive = args.prompt is not None and sys.stdin.isatty() and not args.json
-    return asyncio.run(_ExecRun(args, config, prompt, interactive).main())
+    return asyncio.run(_ExecRun(args, loaded, prompt, interactive).main())
 
 
-def engine_config(args: argparse.Namespace) -> Any:
-    """The EngineConfig for these flags, over the environment, profile and config.toml."""
+def load(args: argparse.Namespace) -> LoadedSettings:
+    """The settings for these flags, over the environment, profile and config.toml."""
     from ..config import load_settings
 
     overrides = {
@@ -98,6 +114,11 @@ def engine_config(args: argparse.Namespace) -> Any:
     loaded = load_settings(profile=args.profile, overrides=overrides)
     for warning in loaded.warnings:
         print(f"codexcore: warning: {warning}", file=sys.stderr)
+    return loaded
+
+
+def engine_config(args: argparse.Namespace, loaded: LoadedSettings) -> Any:
+    """The EngineConfig the loaded settings describe, in the directory of ``--cd``."""
     cwd = os.path.abspath(args.cd or os.getcwd())
     changes = {"ephemeral": True} if getattr(args, "ephemeral", False) else {}
     return loaded.settings.engine_config(cwd=cwd, **changes)
@@ -107,11 +128,12 @@ class _ExecRun:
     """One ``codexcore exec``: the engine, the renderer, approvals and Ctrl-C."""
 
     def __init__(
-        self, args: argparse.Namespace, config: Any, prompt: str, interactive: bool
+        self, args: argparse.Namespace, loaded: LoadedSettings, prompt: str, interactive: bool
     ) -> None:
         from ._render import TerminalRenderer  # the protocol: only when a command runs
 
-        self.args, self.config, self.prompt, self.interactive = args, config, prompt, interactive
+        self.args, self.loaded, self.prompt, self.interactive = args, loaded, prompt, interactive
+        self.config = engine_config(args, loaded)
         self.renderer = TerminalRenderer()
         self.interrupts = 0
         self.exit_code = EXIT_ERROR
@@ -169,7 +191,7 @@ class _ExecRun:
         return False
 
     async def _run_task(self) -> None:
-        from ..protocol import TERMINAL_EVENT_TYPES, TextInput, UserInput
+        from ..protocol import TERMINAL_EVENT_TYPES, ErrorEvent, TextInput, UserInput
 
         sub_id = await self.codex.submit(UserInput((TextInput(self.prompt),)))
         async for event in self.codex.events():
@@ -177,7 +199,18 @@ class _ExecRun:
             await self._answer_if_asked(event.msg)
             if event.id == sub_id and event.msg.TYPE in TERMINAL_EVENT_TYPES:
                 self.exit_code = self._exit_code_for(event.msg)
+                if isinstance(event.msg, ErrorEvent) and event.msg.code in _UNREACHED:
+                    self._say_where_requests_went()
                 return
+
+    def _say_where_requests_went(self) -> None:
+        # The engine knows the URL; only the configuration knows why it is that one.
+        base_url = self.loaded.settings.provider.base_url
+        print(
+            f"codexcore exec: the requests went to POST {base_url}/responses "
+            f"(provider.base_url from {self.loaded.origin('provider.base_url')})",
+            file=sys.stderr,
+        )
 
     def _exit_code_for(self, msg: Any) -> int:
         if msg.TYPE == "task_complete":

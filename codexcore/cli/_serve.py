@@ -27,6 +27,8 @@ import stat
 import sys
 from typing import TYPE_CHECKING, Any
 
+from . import plain
+
 if TYPE_CHECKING:
     from ..adapters._host import HostConfig
     from ..adapters._server import Listener
@@ -36,7 +38,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="serve the Submission/Event queue pair over stdio, TCP or a Unix socket",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
         "  codexcore serve --stdio\n"

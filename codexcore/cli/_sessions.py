@@ -11,12 +11,14 @@ import asyncio
 import sys
 from typing import Any
 
+from . import plain
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "sessions",
         help="list, show or prune recorded sessions",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="""examples:
   codexcore sessions list                 # newest first
