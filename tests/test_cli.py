@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -123,3 +124,22 @@ def test_help_is_plain_text(path: str) -> None:
 def test_plain_unmarks_literals_and_roles() -> None:
     text = "``exec`` puts :class:`~codexcore.protocol.Submission`\\ s on :mod:`codexcore.protocol`"
     assert cli.plain(text) == "exec puts Submissions on codexcore.protocol"
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    # `codexcore schema | head -1` where head has already exited: every write fails.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "codexcore", "schema"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141
+    assert result.stderr == ""

@@ -98,7 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         configure_cli_logging(args.log_level)
         code: int = args.run(args)
+        sys.stdout.flush()  # inside the try: a pipe closed early fails here
         return code
+    except BrokenPipeError:
+        # `codexcore doctor | head`: the reader left, which is no error of ours.
+        # Point stdout at /dev/null so the interpreter's final flush is quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for a writer killed by SIGPIPE
     finally:
         # Nothing lives on after a command: spare the interpreter's exit a
         # full sweep of every object (about 80 ms after a Task here).
