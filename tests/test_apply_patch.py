@@ -739,13 +739,13 @@ def test_write_targets_resolve_symlinks_to_where_each_edit_lands(tmp_path: Path)
         "*** Move to: ../outside/moved",
     )
     edits = plan_patch(parse_patch(patch), str(root))
-    assert write_targets(edits) == {
-        str(root / "link"): str(outside / "a"),
-        str(root / "dir/new/deep"): str(outside / "d/new/deep"),
-        str(root / "gone"): str(root / "gone"),  # the link goes, not the file it names
-        str(root / "src"): str(root / "src"),
-        str(outside / "moved"): str(outside / "moved"),
-    }
+    assert write_targets(edits) == [
+        (str(root / "link"), str(outside / "a")),
+        (str(root / "dir/new/deep"), str(outside / "d/new/deep")),
+        (str(root / "gone"), str(root / "gone")),  # the link goes, not the file it names
+        (str(root / "src"), str(root / "src")),
+        (str(outside / "moved"), str(outside / "moved")),
+    ]
     commit_edits(edits)
     assert (outside / "a").read_text() == "A\n"
     assert (outside / "d/new/deep").read_text() == "n\n"
@@ -753,6 +753,33 @@ def test_write_targets_resolve_symlinks_to_where_each_edit_lands(tmp_path: Path)
     assert (outside / "b").read_text() == "b\n"
     assert (outside / "moved").read_text() == "s\n"
     assert not (root / "src").exists()
+
+
+def test_a_symlink_removed_earlier_in_the_patch_is_replaced_not_written_through(
+    tmp_path: Path,
+) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    (root / "link").symlink_to(outside / "a")
+    patch = _patch("*** Delete File: link", "*** Add File: link", "+new")
+    edits = plan_patch(parse_patch(patch), str(root))
+    assert write_targets(edits) == [(str(root / "link"), str(root / "link"))]
+    commit_edits(edits)
+    assert not (root / "link").is_symlink()
+    assert (root / "link").read_text() == "new\n"
+    assert (outside / "a").read_text() == "a\n"
+
+
+def test_a_path_written_then_removed_lists_both_targets(tmp_path: Path) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    _write(root, "inside.txt", "i\n")
+    (root / "dir").symlink_to(outside / "d")
+    (outside / "d/x").symlink_to(root / "inside.txt")  # leads back in
+    patch = _patch("*** Update File: dir/x", "@@", "-i", "+I", "*** Delete File: dir/x")
+    edits = plan_patch(parse_patch(patch), str(root))
+    assert write_targets(edits) == [
+        (str(root / "dir/x"), str(root / "inside.txt")),
+        (str(root / "dir/x"), str(outside / "d/x")),  # the entry removed lies outside
+    ]
 
 
 def test_a_symlink_repointed_after_planning_is_refused_not_followed(tmp_path: Path) -> None:

@@ -478,6 +478,30 @@ async def test_each_way_out_of_the_workspace_asks_and_is_granted_exactly(
     assert not (outside / second_target).exists() or (outside / second_target).read_text() == "b\n"
 
 
+async def test_a_path_written_then_removed_in_one_patch_asks_for_the_removal_outside(
+    workspace: Path, outside: Path
+) -> None:
+    """dir/x is a link back into the workspace in a directory outside it: the write
+    lands inside, the removal of the link outside, and that must ask."""
+    (workspace / "inside.txt").write_text("i\n")
+    (workspace / "dir").symlink_to(outside / "d")
+    (outside / "d" / "x").symlink_to(workspace / "inside.txt")
+    both = (
+        "*** Begin Patch\n*** Update File: dir/x\n@@\n-i\n+I\n*** Delete File: dir/x\n*** End Patch"
+    )
+    model = ScriptedModel([patch_call(both, "p1"), text_response("done")])
+    async with running_engine(model, workspace, approval_policy="on-request") as ui:
+        await ui.submit(say("go"))
+        asked = await next_ask_or_done(ui)
+        assert isinstance(asked, p.ApplyPatchApprovalRequest), "the link outside went unasked"
+        assert asked.resolved_paths == {str(workspace / "dir/x"): str(outside / "d/x")}
+        assert asked.reason == f"writes outside the writable roots: dir/x -> {outside / 'd/x'}"
+        await ui.submit(p.PatchApproval("p1", "denied"))
+        await ui.until(p.TaskComplete)
+    assert (outside / "d" / "x").is_symlink()
+    assert (workspace / "inside.txt").read_text() == "i\n"
+
+
 async def test_a_session_grant_inside_the_workspace_still_covers_its_files(
     workspace: Path,
 ) -> None:

@@ -254,45 +254,46 @@ class ToolRouter:
         await self._emit(PatchApplyEnd(call_id, summary, "", True))
         return summary
 
-    def _patch_needs_approval(self, targets: dict[str, str]) -> bool:
+    def _patch_needs_approval(self, targets: list[tuple[str, str]]) -> bool:
         """``untrusted`` always asks; otherwise a patch goes ahead when every file it
-        really writes (``targets``' values, symlinks resolved) is inside the writable
-        roots or was approved for the session."""
+        really writes or removes (the targets, symlinks resolved) is inside the
+        writable roots or was approved for the session."""
         if self._config.approval_policy == "untrusted":
             return True
         if self._spec.mode == "danger-full-access":
             return False
         outside = self._outside(targets)
-        return bool(outside) and not self._approvals.is_patch_approved(outside.values())
+        return bool(outside) and not self._approvals.is_patch_approved(t for _, t in outside)
 
-    def _outside(self, targets: dict[str, str]) -> dict[str, str]:
-        """The entries of ``targets`` that land outside the writable roots."""
+    def _outside(self, targets: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (path, target) pairs whose target lies outside the writable roots."""
         roots = self._writable_roots()
-        return {path: t for path, t in targets.items() if not patches.is_path_writable(t, roots)}
+        return [(path, t) for path, t in targets if not patches.is_target_writable(t, roots)]
 
     async def _ask_patch(
-        self, call_id: str, changes: dict[str, FileChange], targets: dict[str, str]
+        self, call_id: str, changes: dict[str, FileChange], targets: list[tuple[str, str]]
     ) -> ReviewDecision:
-        reason = self._outside_reason(targets)
-        request = ApplyPatchApprovalRequest(call_id, changes, reason, resolved_paths=targets)
-        await self._emit(request)
+        outside = self._outside(targets)
+        # A path with two targets (written, then removed) shows the one outside.
+        resolved = dict(targets) | dict(outside)
+        reason = self._outside_reason(outside)
+        await self._emit(ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved))
         decision = await self._approvals.wait(call_id)
         if decision == "abort":
             raise TaskAborted(call_id)
         if decision == "approved_for_session":
-            self._approvals.approve_patch_for_session(targets.values())
+            self._approvals.approve_patch_for_session(t for _, t in targets)
         return decision
 
-    def _outside_reason(self, targets: dict[str, str]) -> str | None:
+    def _outside_reason(self, outside: list[tuple[str, str]]) -> str | None:
         """Which paths lead outside the writable roots, and where: ``link -> /etc/x``."""
-        outside = self._outside(targets)
         if not outside:
             return None
         shown = [
             target
             if path == target
             else f"{patches.display_path(path, self._config.cwd)} -> {target}"
-            for path, target in outside.items()
+            for path, target in outside
         ]
         return "writes outside the writable roots: " + ", ".join(shown)
 

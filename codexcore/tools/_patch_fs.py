@@ -27,8 +27,9 @@ from ._patch_types import (
 def resolve_path(path: str, cwd: str) -> str:
     """``path`` made absolute against ``cwd``, with ``.``/``..`` folded lexically.
 
-    Symlinks are not resolved here: ``is_path_writable`` and the commit resolve them,
-    so the check and the write see the same file.
+    Symlinks are not resolved here: the planner records where each edit lands
+    (``FileEdit.target``), and the check and the commit both use that, so they see
+    the same file.
     """
     return os.path.normpath(os.path.join(os.path.abspath(cwd), path))
 
@@ -47,14 +48,23 @@ def is_path_writable(path: str, writable_roots: Sequence[str]) -> bool:
     that leaves the roots through a symlink is not writable. Roots are resolved the
     same way. A relative path or root is never trusted (False / ignored).
     """
-    if not os.path.isabs(path):
+    return os.path.isabs(path) and is_target_writable(os.path.realpath(path), writable_roots)
+
+
+def is_target_writable(target: str, writable_roots: Sequence[str]) -> bool:
+    """Whether ``target``, a ``FileEdit.target`` (already resolved), lies inside a root.
+
+    ``target`` is taken as it is: a removal's target is an entry that may itself be
+    a symlink, and removing it does not touch what it points at. Roots are resolved;
+    a relative target or root is never trusted (False / ignored).
+    """
+    if not os.path.isabs(target):
         return False
-    real = os.path.realpath(path)
     for root in writable_roots:
         if not os.path.isabs(root):
             continue
         real_root = os.path.realpath(root)
-        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+        if target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep):
             return True
     return False
 
@@ -73,18 +83,19 @@ def removed_entry(path: str) -> str:
     return os.path.join(os.path.realpath(directory), name)
 
 
-def write_targets(edits: Sequence[FileEdit]) -> dict[str, str]:
-    """Each path of ``paths_touched`` mapped to where the edit really lands (see ``FileEdit``).
+def write_targets(edits: Sequence[FileEdit]) -> list[tuple[str, str]]:
+    """Each path of ``paths_touched`` with where the edits really land (see ``FileEdit``).
 
     This is what a writability check and an approval must look at: ``link -> /etc/x``
-    writes ``/etc/x`` whatever directory ``link`` sits in.
+    writes ``/etc/x`` whatever directory ``link`` sits in. Each pair once, in order;
+    a path both written and removed in one patch can appear with two targets.
     """
-    targets: dict[str, str] = {}
+    pairs: dict[tuple[str, str], None] = {}
     for edit in edits:
-        targets.setdefault(edit.path, edit.target)
+        pairs[(edit.path, edit.target)] = None
         if edit.move_path is not None and edit.move_target is not None:
-            targets.setdefault(edit.move_path, edit.move_target)
-    return targets
+            pairs[(edit.move_path, edit.move_target)] = None
+    return list(pairs)
 
 
 def paths_touched(edits: Sequence[FileEdit]) -> list[str]:
@@ -127,6 +138,7 @@ class _Tree:
     def __init__(self, cwd: str) -> None:
         self.cwd = os.path.abspath(cwd)
         self._files: dict[str, str | None] = {}
+        self._unlinked: set[str] = set()
 
     def shown(self, path: str) -> str:
         return display_path(path, self.cwd)
@@ -136,8 +148,17 @@ class _Tree:
             self._files[path] = _read_text(path, self.shown(path), lossy=lossy)
         return self._files[path]
 
-    def write(self, path: str, content: str | None) -> None:
+    def write(self, path: str, content: str | None) -> str:
+        """Record ``path``'s content (None: removed); return where that lands.
+
+        A removal lands on the entry. Once an operation has removed ``path``, it is
+        no symlink any more (if it was one): later writes create a plain file in
+        its place, as the commit renames onto the entry after the removal.
+        """
         self._files[path] = content
+        if content is None:
+            self._unlinked.add(path)
+        return removed_entry(path) if path in self._unlinked else written_file(path)
 
     def require_creatable(self, path: str) -> None:
         """Fail now, not mid-commit, when ``path`` cannot become a file."""
@@ -162,7 +183,7 @@ def plan_patch(patch: Patch, cwd: str) -> list[FileEdit]:
     that returns can be committed; any problem raises ``PatchApplyError`` naming
     the file (for a hunk: the lines not found). Paths resolve against ``cwd``, and
     each edit records where it lands (``FileEdit.target``); whether that may be
-    written is the caller's call (``write_targets`` with ``is_path_writable``).
+    written is the caller's call (``write_targets`` with ``is_target_writable``).
 
     Add over an existing file replaces it, as Codex does (``old_content`` then
     holds what it replaces and the diff shows it); a Move onto an existing file
@@ -187,10 +208,10 @@ def _plan_operation(operation: FileOperation, tree: _Tree) -> FileEdit:
 def _plan_add(path: str, content: str, tree: _Tree) -> FileEdit:
     tree.require_creatable(path)
     old = tree.read(path, lossy=True)
-    tree.write(path, content)
+    target = tree.write(path, content)
     shown = tree.shown(path)
     diff = unified_diff(old, content, shown, shown)
-    return FileEdit("add", path, None, old, content, diff, written_file(path))
+    return FileEdit("add", path, None, old, content, diff, target)
 
 
 def _plan_delete(path: str, tree: _Tree) -> FileEdit:
@@ -198,9 +219,9 @@ def _plan_delete(path: str, tree: _Tree) -> FileEdit:
     old = tree.read(path, lossy=True)
     if old is None:
         raise PatchApplyError(f"Failed to delete {shown}: the file does not exist", path)
-    tree.write(path, None)
+    target = tree.write(path, None)
     diff = unified_diff(old, None, shown, shown)
-    return FileEdit("delete", path, None, old, None, diff, removed_entry(path))
+    return FileEdit("delete", path, None, old, None, diff, target)
 
 
 def _plan_update(path: str, operation: UpdateFile, tree: _Tree) -> FileEdit:
@@ -214,14 +235,12 @@ def _plan_update(path: str, operation: UpdateFile, tree: _Tree) -> FileEdit:
         move_path = resolve_path(operation.move_path, tree.cwd)
         move_path = None if move_path == path else move_path
     if move_path is None:
-        tree.write(path, new)
+        target = tree.write(path, new)
         diff = unified_diff(old, new, shown, shown)
-        return FileEdit("update", path, None, old, new, diff, written_file(path))
+        return FileEdit("update", path, None, old, new, diff, target)
     tree.require_creatable(move_path)
-    tree.write(path, None)
-    tree.write(move_path, new)
+    target, move_target = tree.write(path, None), tree.write(move_path, new)
     diff = unified_diff(old, new, shown, tree.shown(move_path))
-    target, move_target = removed_entry(path), written_file(move_path)
     return FileEdit("update", path, move_path, old, new, diff, target, move_target)
 
 
@@ -293,7 +312,8 @@ def _verify_unchanged(edits: Sequence[FileEdit]) -> None:
                 )
         seen.add(edit.path)
         if edit.move_path is not None and edit.move_target is not None:
-            _verify_target(edit.move_path, edit.move_target, removes=False)
+            if edit.move_path not in seen:
+                _verify_target(edit.move_path, edit.move_target, removes=False)
             seen.add(edit.move_path)
 
 

@@ -6,7 +6,7 @@ The engine's flow::
     workdir = os.path.join(cwd, invocation.workdir or "")
     edits = plan_patch(parse_patch(invocation.patch), workdir)  # reads, verifies, writes nothing
     targets = write_targets(edits)  # each path -> where it really lands, symlinks resolved
-    if all(is_path_writable(t, roots) for t in targets.values()): ...  # else ask the user
+    if all(is_target_writable(t, roots) for _, t in targets): ...  # else ask the user
     commit_edits(edits)  # writes exactly those targets, or refuses if one moved since
     summarize(edits, cwd)
 
@@ -45,6 +45,7 @@ from ._patch_fs import (
     commit_edits,
     display_path,
     is_path_writable,
+    is_target_writable,
     paths_touched,
     plan_patch,
     resolve_path,
@@ -94,6 +95,7 @@ __all__ = [
     "extract_patch_from_argv",
     "is_bare_patch",
     "is_path_writable",
+    "is_target_writable",
     "normalise_punctuation",
     "parse_patch",
     "paths_touched",
@@ -111,7 +113,7 @@ def apply_patch(text: str, cwd: str) -> ApplyResult:
     """Parse, plan and commit ``text`` against ``cwd``; all files change or none.
 
     Does not check writability: callers that confine writes plan, check
-    ``write_targets`` with ``is_path_writable``, then ``commit_edits`` themselves.
+    ``write_targets`` with ``is_target_writable``, then ``commit_edits`` themselves.
     """
     edits = plan_patch(parse_patch(text), cwd)
     commit_edits(edits)
