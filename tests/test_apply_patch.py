@@ -702,6 +702,11 @@ def test_relative_paths_are_never_writable(tmp_path: Path) -> None:
 # -- unified diff -------------------------------------------------------------
 
 
+def test_a_nul_in_file_content_is_content(tmp_path: Path) -> None:
+    apply_patch(_patch("*** Add File: f", "+a\0b"), str(tmp_path))
+    assert (tmp_path / "f").read_bytes() == b"a\0b\n"
+
+
 def test_a_name_of_255_bytes_is_a_name() -> None:
     (operation,) = parse_patch(_patch(f"*** Add File: d/{'n' * 255}", "+x")).operations
     assert operation.path == f"d/{'n' * 255}"

@@ -581,6 +581,8 @@ BAD_PATHS = [
     ),
     pytest.param(add("x" * 300, "x"), "too long", id="long-name"),
     pytest.param(add("/".join(["d" * 200] * 25), "x"), "too long", id="long-path"),
+    # Short enough to parse, too long once joined to the workspace: the OS says so.
+    pytest.param(add("/".join(["d" * 254] * 16), "x"), "too long", id="long-joined-path"),
 ]
 
 
@@ -611,10 +613,11 @@ async def test_an_invalid_patch_path_is_a_tool_error_and_the_task_goes_on(
         shell_call(
             ["bash", "-lc", f"cd 'a\0b' && apply_patch <<'EOF'\n{PATCH}\nEOF"], call_id="s1"
         ),
+        shell_call(["echo", "a\0b"], call_id="s1"),
     ],
-    ids=["shell-workdir", "cd-in-heredoc"],
+    ids=["shell-workdir", "cd-in-heredoc", "command"],
 )
-async def test_a_nul_in_a_patch_workdir_is_a_tool_error(
+async def test_a_nul_in_a_shell_call_or_patch_workdir_is_a_tool_error(
     workspace: Path, call: ScriptedResponse
 ) -> None:
     model = ScriptedModel([call, text_response("recovered")])
