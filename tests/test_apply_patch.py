@@ -787,6 +787,16 @@ def test_a_path_written_then_removed_lists_both_targets(tmp_path: Path) -> None:
     ]
 
 
+def test_a_hard_link_to_a_file_outside_is_replaced_not_written_through(tmp_path: Path) -> None:
+    """A hard link has no target to resolve: the rename gives the workspace name a new
+    file, and the one outside keeps its text."""
+    root, outside = _outside_and_root(tmp_path)
+    os.link(outside / "a", root / "hard")
+    apply_patch(_patch("*** Update File: hard", "@@", "-a", "+A"), str(root))
+    assert (root / "hard").read_text() == "A\n"
+    assert (outside / "a").read_text() == "a\n"
+
+
 def test_a_symlink_repointed_after_planning_is_refused_not_followed(tmp_path: Path) -> None:
     root, outside = _outside_and_root(tmp_path)
     (root / "link").symlink_to(outside / "a")
