@@ -56,7 +56,17 @@ EVENT_MSGS: list[Any] = [
     p.ExecCommandBegin("call_1", ("ls", "-l"), "/work"),
     p.ExecCommandOutputDelta("call_1", "stdout", b"total 0\n\xff"),
     p.ExecCommandEnd("call_1", "total 0\n", "", "total 0\n", 0, 12, "completed"),
-    p.ApplyPatchApprovalRequest("call_2", CHANGES, "writes outside the workspace", "/srv"),
+    p.ApplyPatchApprovalRequest(
+        "call_2",
+        CHANGES,
+        "writes outside the writable roots: new.txt -> /srv/new.txt",
+        resolved_paths={
+            "/work/new.txt": "/srv/new.txt",
+            "/work/old.txt": "/work/old.txt",
+            "/work/src.py": "/work/src.py",
+            "/work/dst.py": "/work/dst.py",
+        },
+    ),
     p.PatchApplyBegin("call_2", True, CHANGES),
     p.PatchApplyEnd("call_2", "Success. Updated the following files:\nA new.txt\n", "", True),
     p.TurnDiff("diff --git a/x b/x\n"),

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from codexcore.tools import _patch_fs
 from codexcore.tools.apply_patch import (
     AddFile,
     Chunk,
@@ -28,6 +31,7 @@ from codexcore.tools.apply_patch import (
     plan_patch,
     render_patch,
     unified_diff,
+    write_targets,
 )
 
 
@@ -168,6 +172,13 @@ def test_pure_rename_has_no_chunks() -> None:
         (_patch("*** Delete File: x", "+stray"), 3, "unexpected line '+stray'"),
         (_patch(), 2, "no file operations"),
         (_patch("*** Delete File: x", "*** End Patch", "*** Delete File: y"), 3, "unexpected"),
+        (_patch("*** Add File: a\0b", "+x"), 2, "contains a NUL byte"),
+        (_patch("*** Delete File: \0"), 2, "contains a NUL byte"),
+        (_patch("*** Update File: x", "*** Move to: y\0", "@@", "-a"), 3, "NUL byte"),
+        (_patch("*** Add File: x\udcff\ud800", "+x"), 2, "not valid UTF-8"),
+        (_patch(f"*** Add File: d/{'n' * 256}/f", "+x"), 2, "name too long (256 bytes"),
+        (_patch(f"*** Add File: {'é' * 128}", "+x"), 2, "name too long (256 bytes"),
+        (_patch(f"*** Delete File: {'d/' * 2048}"), 2, "path is too long (4096 bytes"),
     ],
 )
 def test_malformed_patches_report_line_and_expectation(text: str, line: int, fragment: str) -> None:
@@ -605,11 +616,11 @@ def test_commit_failure_while_renaming_reports_changed_files(
     real_replace = os.replace
     calls: list[str] = []
 
-    def flaky_replace(source: str, target: str) -> None:
+    def flaky_replace(source: str, target: str, **directories: Any) -> None:
         calls.append(target)
         if len(calls) == 2:
             raise OSError(5, "Input/output error")
-        real_replace(source, target)
+        real_replace(source, target, **directories)
 
     monkeypatch.setattr(os, "replace", flaky_replace)
     with pytest.raises(PatchApplyError, match=f"already changed: {tmp_path / 'a'}"):
@@ -689,6 +700,166 @@ def test_relative_paths_are_never_writable(tmp_path: Path) -> None:
 
 
 # -- unified diff -------------------------------------------------------------
+
+
+def test_a_nul_in_file_content_is_content(tmp_path: Path) -> None:
+    apply_patch(_patch("*** Add File: f", "+a\0b"), str(tmp_path))
+    assert (tmp_path / "f").read_bytes() == b"a\0b\n"
+
+
+def test_a_name_of_255_bytes_is_a_name() -> None:
+    (operation,) = parse_patch(_patch(f"*** Add File: d/{'n' * 255}", "+x")).operations
+    assert operation.path == f"d/{'n' * 255}"
+
+
+def test_a_working_directory_with_a_nul_is_refused_before_any_os_call() -> None:
+    with pytest.raises(PatchApplyError, match=r"working directory path .* contains a NUL"):
+        plan_patch(parse_patch(_patch("*** Add File: x", "+x")), "/tmp/a\0b")
+
+
+def _outside_and_root(tmp_path: Path) -> tuple[Path, Path]:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (outside / "d").mkdir(parents=True)
+    root.mkdir()
+    _write(outside, "a", "a\n")
+    _write(outside, "b", "b\n")
+    return root, outside
+
+
+def test_write_targets_resolve_symlinks_to_where_each_edit_lands(tmp_path: Path) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    (root / "link").symlink_to(outside / "a")
+    (root / "gone").symlink_to(outside / "b")
+    (root / "dir").symlink_to(outside / "d")
+    _write(root, "src", "s\n")
+    patch = _patch(
+        "*** Update File: link",
+        "@@",
+        "-a",
+        "+A",
+        "*** Add File: dir/new/deep",
+        "+n",
+        "*** Delete File: gone",
+        "*** Update File: src",
+        "*** Move to: ../outside/moved",
+    )
+    edits = plan_patch(parse_patch(patch), str(root))
+    assert write_targets(edits) == [
+        (str(root / "link"), str(outside / "a")),
+        (str(root / "dir/new/deep"), str(outside / "d/new/deep")),
+        (str(root / "gone"), str(root / "gone")),  # the link goes, not the file it names
+        (str(root / "src"), str(root / "src")),
+        (str(outside / "moved"), str(outside / "moved")),
+    ]
+    commit_edits(edits)
+    assert (outside / "a").read_text() == "A\n"
+    assert (outside / "d/new/deep").read_text() == "n\n"
+    assert not (root / "gone").is_symlink()
+    assert (outside / "b").read_text() == "b\n"
+    assert (outside / "moved").read_text() == "s\n"
+    assert not (root / "src").exists()
+
+
+def test_a_symlink_removed_earlier_in_the_patch_is_replaced_not_written_through(
+    tmp_path: Path,
+) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    (root / "link").symlink_to(outside / "a")
+    patch = _patch("*** Delete File: link", "*** Add File: link", "+new")
+    edits = plan_patch(parse_patch(patch), str(root))
+    assert write_targets(edits) == [(str(root / "link"), str(root / "link"))]
+    commit_edits(edits)
+    assert not (root / "link").is_symlink()
+    assert (root / "link").read_text() == "new\n"
+    assert (outside / "a").read_text() == "a\n"
+
+
+def test_a_path_written_then_removed_lists_both_targets(tmp_path: Path) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    _write(root, "inside.txt", "i\n")
+    (root / "dir").symlink_to(outside / "d")
+    (outside / "d/x").symlink_to(root / "inside.txt")  # leads back in
+    patch = _patch("*** Update File: dir/x", "@@", "-i", "+I", "*** Delete File: dir/x")
+    edits = plan_patch(parse_patch(patch), str(root))
+    assert write_targets(edits) == [
+        (str(root / "dir/x"), str(root / "inside.txt")),
+        (str(root / "dir/x"), str(outside / "d/x")),  # the entry removed lies outside
+    ]
+
+
+def test_a_hard_link_to_a_file_outside_is_replaced_not_written_through(tmp_path: Path) -> None:
+    """A hard link has no target to resolve: the rename gives the workspace name a new
+    file, and the one outside keeps its text."""
+    root, outside = _outside_and_root(tmp_path)
+    os.link(outside / "a", root / "hard")
+    apply_patch(_patch("*** Update File: hard", "@@", "-a", "+A"), str(root))
+    assert (root / "hard").read_text() == "A\n"
+    assert (outside / "a").read_text() == "a\n"
+
+
+def test_a_symlink_repointed_after_planning_is_refused_not_followed(tmp_path: Path) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    (root / "link").symlink_to(outside / "a")
+    _write(outside, "b", "a\n")  # same text as the approved target: only the path differs
+    edits = plan_patch(parse_patch(_patch("*** Update File: link", "@@", "-a", "+A")), str(root))
+    (root / "link").unlink()
+    (root / "link").symlink_to(outside / "b")
+    with pytest.raises(PatchApplyError, match=re.escape(f"now leads to {outside / 'b'}, not to")):
+        commit_edits(edits)
+    assert (outside / "a").read_text() == "a\n"
+    assert (outside / "b").read_text() == "a\n"
+
+
+def _swap_after_the_check(monkeypatch: pytest.MonkeyPatch, swap: Any) -> None:
+    """Run ``swap`` between commit_edits' checks and its first write: the race window."""
+    checks = _patch_fs._verify_unchanged
+
+    def check_then_swap(edits: Any) -> None:
+        checks(edits)
+        swap()
+
+    monkeypatch.setattr(_patch_fs, "_verify_unchanged", check_then_swap)
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_check_is_not_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    _write(root, "sub/f.txt", "f\n")
+    _write(outside, "d/f.txt", "f\n")
+    patch = _patch("*** Update File: sub/f.txt", "@@", "-f", "+F", "*** Add File: sub/new", "+n")
+    edits = plan_patch(parse_patch(patch), str(root))
+
+    def swap() -> None:
+        (root / "sub").rename(root / "sub.away")
+        (root / "sub").symlink_to(outside / "d")
+
+    _swap_after_the_check(monkeypatch, swap)
+    with pytest.raises(
+        PatchApplyError, match=re.escape(f"{root / 'sub'} is no longer the directory")
+    ):
+        commit_edits(edits)
+    assert sorted(os.listdir(outside / "d")) == ["f.txt"]
+    assert (outside / "d/f.txt").read_text() == "f\n"
+    assert sorted(os.listdir(root / "sub.away")) == ["f.txt"]
+
+
+def test_a_target_swapped_for_a_symlink_after_the_check_is_replaced_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, outside = _outside_and_root(tmp_path)
+    target = _write(root, "f.txt", "f\n")
+    edits = plan_patch(parse_patch(_patch("*** Update File: f.txt", "@@", "-f", "+F")), str(root))
+
+    def swap() -> None:
+        target.unlink()
+        target.symlink_to(outside / "a")
+
+    _swap_after_the_check(monkeypatch, swap)
+    commit_edits(edits)
+    assert (outside / "a").read_text() == "a\n"
+    assert not target.is_symlink()
+    assert target.read_text() == "F\n"
 
 
 def test_unified_diff_headers_and_missing_newline_marker() -> None:

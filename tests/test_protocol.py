@@ -232,3 +232,15 @@ def test_golden_fixtures_validate_against_schema(path: Path) -> None:
 def test_schema_rejects_what_the_decoder_rejects() -> None:
     bad = {"id": "a", "op": {"type": "exec_approval", "id": "c", "decision": "yes"}}
     assert not _validator("Submission").is_valid(bad)
+
+
+def test_a_patch_request_without_resolved_paths_still_decodes() -> None:
+    """resolved_paths was added to a published event: wire from before it decodes."""
+    wire = _golden("events", "apply_patch_approval_request")
+    del wire["msg"]["resolved_paths"]
+    wire["msg"]["grant_root"] = "/srv"
+    assert _validator("Event").is_valid(wire)
+    msg = p.decode_event(wire).msg
+    assert isinstance(msg, p.ApplyPatchApprovalRequest)
+    assert msg.resolved_paths == {}
+    assert msg.grant_root == "/srv"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..protocol import ApprovalPolicy, ReviewDecision
 
@@ -71,20 +71,19 @@ class Approvals:
     def __init__(self) -> None:
         self._pending: dict[str, asyncio.Future[ReviewDecision]] = {}
         self._approved_commands: set[tuple[tuple[str, ...], str]] = set()
-        self.approved_paths: set[str] = set()
-        self.granted_roots: set[str] = set()
+        self._approved_files: set[str] = set()
 
-    def is_patch_approved(self, paths: Sequence[str]) -> bool:
-        """Whether every path was in a patch approved for the session (or under a granted root)."""
-        return all(
-            p in self.approved_paths or any(_under(p, root) for root in self.granted_roots)
-            for p in paths
-        )
+    def is_patch_approved(self, targets: Iterable[str]) -> bool:
+        """Whether every resolved target was in a patch approved for the session.
 
-    def approve_patch_for_session(self, paths: Sequence[str], grant_root: str | None) -> None:
-        self.approved_paths.update(paths)
-        if grant_root is not None:
-            self.granted_roots.add(grant_root)
+        Targets are real paths (``FileEdit.target``): a grant is for the file a write
+        lands on, so a new symlink, or an old one re-pointed, leads to a file not
+        granted. No directory is ever granted.
+        """
+        return all(target in self._approved_files for target in targets)
+
+    def approve_patch_for_session(self, targets: Iterable[str]) -> None:
+        self._approved_files.update(targets)
 
     def is_command_approved(self, argv: Sequence[str], cwd: str) -> bool:
         return (tuple(argv), cwd) in self._approved_commands
@@ -113,7 +112,3 @@ class Approvals:
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")

@@ -117,6 +117,11 @@ class ToolRouter:
         workdir = args.get("workdir")
         if workdir is not None and not isinstance(workdir, str):
             raise ToolCallError("shell: 'workdir' must be a string")
+        # exec and chdir cannot take a NUL: say so, rather than fail inside os.
+        if any("\0" in arg for arg in command):
+            raise ToolCallError("shell: 'command' contains a NUL byte, which no argument can hold")
+        if workdir is not None and "\0" in workdir:
+            raise ToolCallError("shell: 'workdir' contains a NUL byte, which no path can hold")
         timeout = args.get("timeout_ms", self._engine.exec_timeout_ms)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ToolCallError("shell: 'timeout_ms' must be a positive number")
@@ -227,16 +232,15 @@ class ToolRouter:
             edits = await asyncio.to_thread(_plan_patch, text, cwd)
         except patches.PatchError as exc:
             return f"error: patch not applied, nothing changed: {exc}"
-        touched = patches.paths_touched(edits)
+        targets = patches.write_targets(edits)
         changes = _changes(edits)
-        auto = not self._patch_needs_approval(touched)
+        auto = not self._patch_needs_approval(targets)
         if not auto:
             if self._config.approval_policy == "never":
                 return (
                     "error: the patch writes outside the writable roots and this session never asks"
                 )
-            grant_root = _grant_root(touched, self._writable_roots())
-            decision = await self._ask_patch(call_id, changes, touched, grant_root)
+            decision = await self._ask_patch(call_id, changes, targets)
             if decision == "denied":
                 return DENIED
         await self._emit(PatchApplyBegin(call_id, auto, changes))
@@ -250,33 +254,48 @@ class ToolRouter:
         await self._emit(PatchApplyEnd(call_id, summary, "", True))
         return summary
 
-    def _patch_needs_approval(self, touched: list[str]) -> bool:
-        """``untrusted`` always asks; otherwise a patch inside the writable roots
-        (or touching only files approved for the session) goes ahead."""
+    def _patch_needs_approval(self, targets: list[tuple[str, str]]) -> bool:
+        """``untrusted`` always asks; otherwise a patch goes ahead when every file it
+        really writes or removes (the targets, symlinks resolved) is inside the
+        writable roots or was approved for the session."""
         if self._config.approval_policy == "untrusted":
             return True
-        if self._approvals.is_patch_approved(touched):
-            return False
-        roots = self._writable_roots()
         if self._spec.mode == "danger-full-access":
             return False
-        return not all(patches.is_path_writable(path, roots) for path in touched)
+        outside = self._outside(targets)
+        return bool(outside) and not self._approvals.is_patch_approved(t for _, t in outside)
+
+    def _outside(self, targets: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (path, target) pairs whose target lies outside the writable roots."""
+        roots = self._writable_roots()
+        return [(path, t) for path, t in targets if not patches.is_target_writable(t, roots)]
 
     async def _ask_patch(
-        self,
-        call_id: str,
-        changes: dict[str, FileChange],
-        touched: list[str],
-        grant_root: str | None,
+        self, call_id: str, changes: dict[str, FileChange], targets: list[tuple[str, str]]
     ) -> ReviewDecision:
-        reason = "writes outside the writable roots" if grant_root else None
-        await self._emit(ApplyPatchApprovalRequest(call_id, changes, reason, grant_root))
+        outside = self._outside(targets)
+        # A path with two targets (written, then removed) shows the one outside.
+        resolved = dict(targets) | dict(outside)
+        reason = self._outside_reason(outside)
+        await self._emit(ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved))
         decision = await self._approvals.wait(call_id)
         if decision == "abort":
             raise TaskAborted(call_id)
         if decision == "approved_for_session":
-            self._approvals.approve_patch_for_session(touched, grant_root)
+            self._approvals.approve_patch_for_session(t for _, t in targets)
         return decision
+
+    def _outside_reason(self, outside: list[tuple[str, str]]) -> str | None:
+        """Which paths lead outside the writable roots, and where: ``link -> /etc/x``."""
+        if not outside:
+            return None
+        shown = [
+            target
+            if path == target
+            else f"{patches.display_path(path, self._config.cwd)} -> {target}"
+            for path, target in outside
+        ]
+        return "writes outside the writable roots: " + ", ".join(shown)
 
     def _writable_roots(self) -> list[str]:
         """Where the session may write: the cwd and the writable roots (none when read-only)."""
@@ -317,14 +336,6 @@ def _read_or_none(path: str) -> str | None:
             return file.read()
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def _grant_root(touched: list[str], roots: list[str]) -> str | None:
-    """The directory that would hold every path outside the roots, if any lie outside."""
-    outside = [p for p in touched if not patches.is_path_writable(p, roots)]
-    if not outside:
-        return None
-    return os.path.commonpath([os.path.dirname(p) for p in outside])
 
 
 def _status(result: ExecResult) -> ExecStatus:

@@ -137,14 +137,21 @@ class ExecCommandEnd(Tagged):
 class ApplyPatchApprovalRequest(Tagged):
     """The Task waits for a ``patch_approval`` whose ``id`` is this ``call_id``.
 
-    ``changes`` maps each absolute path to its change; ``grant_root`` is the
-    directory that approving for the session would make writable, if any.
+    ``changes`` maps each absolute path, as the patch names it, to its change.
+    ``resolved_paths`` maps every path the patch writes or removes (move
+    destinations too) to where that really lands, symlinks resolved: ``/w/link``
+    to ``/etc/x`` when ``/w/link`` is a symlink to ``/etc/x``. Show these, as that
+    is what is approved. ``approved_for_session`` covers exactly those resolved
+    files from then on, never their directory. ``reason`` says why it asks (for a
+    write outside the writable roots, which paths lead where). ``grant_root`` is
+    kept for older clients and not set: no answer makes a directory writable.
     """
 
     call_id: str
     changes: dict[str, FileChange]
     reason: str | None = None
     grant_root: str | None = None
+    resolved_paths: dict[str, str] = attrs.field(factory=dict)
 
 
 @EVENT_MSGS.register("patch_apply_begin")

@@ -22,7 +22,8 @@ Leniency, where it cannot change what the patch means:
 * an Add with no lines creates an empty file (``__init__.py``, ``.gitkeep``), as Codex does.
 
 Everything else that is not in the grammar (an unknown ``***`` line, a hunk with
-no lines, a missing Begin/End, a patch with no operation)
+no lines, a missing Begin/End, a patch with no operation), and a PATH no file can
+have (empty, a NUL byte, not UTF-8, a name over 255 bytes, 4096 bytes or more)
 raises ``PatchParseError`` with the 1-based line number and what was expected.
 """
 
@@ -49,6 +50,8 @@ DELETE_FILE = "*** Delete File:"
 UPDATE_FILE = "*** Update File:"
 MOVE_TO = "*** Move to:"
 END_OF_FILE = "*** End of File"
+NAME_MAX = 255
+PATH_MAX = 4096
 
 _HUNK_OPS: dict[str, HunkOp] = {" ": " ", "-": "-", "+": "+"}
 _HEREDOC_OPENERS = frozenset({"<<EOF", "<<'EOF'", '<<"EOF"'})
@@ -151,9 +154,33 @@ def _marker_argument(stripped: str, marker: str, number: int) -> str | None:
     if not stripped.startswith(marker):
         return None
     path = stripped[len(marker) :].strip()
-    if not path:
-        raise PatchParseError(f"'{marker}' needs a path after it", number)
+    problem = path_problem(path)
+    if problem is not None:
+        raise PatchParseError(f"'{marker}' {problem}", number)
     return path
+
+
+def path_problem(path: str) -> str | None:
+    """Why no file can have the name ``path`` on Linux, or None when one can.
+
+    Checked before any path reaches ``os``: a NUL byte or an unencodable character
+    raise ``ValueError``/``UnicodeEncodeError`` there rather than an ``OSError``.
+    Lengths are the kernel's NAME_MAX and PATH_MAX, counted in bytes.
+    """
+    if not path:
+        return "needs a path after it"
+    if "\0" in path:
+        return f"path {path!r} contains a NUL byte, which no file name can hold"
+    try:
+        encoded = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return f"path {path!r} is not valid UTF-8"
+    if len(encoded) >= PATH_MAX:
+        return f"path is too long ({len(encoded)} bytes; at most {PATH_MAX - 1})"
+    longest = max(len(part) for part in encoded.split(b"/"))
+    if longest > NAME_MAX:
+        return f"path has a name too long ({longest} bytes; at most {NAME_MAX} per name)"
+    return None
 
 
 def _anchor(header: str) -> str | None:

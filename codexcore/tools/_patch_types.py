@@ -121,6 +121,13 @@ class FileEdit(Value):
     (None for a delete). For an update with ``move_path``, ``new_content`` goes to
     ``move_path`` and ``path`` is removed. ``unified_diff`` is a git-style diff of
     the edit with file headers (every kind has one; empty when nothing changes).
+
+    ``target`` and ``move_target`` are where the edit really lands, every symlink
+    resolved when it was planned: for a write (an add, an update in place, a move's
+    destination) the file the content goes to; for a removal (a delete, a move's
+    source) the directory entry removed, which is ``path``'s own name in its real
+    directory (a symlink is removed, not what it points at). These are what must be
+    checked and approved; ``commit_edits`` writes exactly there, or nowhere.
     """
 
     kind: EditKind
@@ -129,6 +136,8 @@ class FileEdit(Value):
     old_content: str | None
     new_content: str | None
     unified_diff: str
+    target: str
+    move_target: str | None = None
 
 
 @attrs.frozen(repr=False, eq=False)

@@ -5,16 +5,18 @@ The engine's flow::
     invocation = extract_patch_from_argv(argv)        # or the tool call's own input
     workdir = os.path.join(cwd, invocation.workdir or "")
     edits = plan_patch(parse_patch(invocation.patch), workdir)  # reads, verifies, writes nothing
-    if all(is_path_writable(p, roots) for p in paths_touched(edits)): ...  # else ask the user
-    commit_edits(edits)
+    targets = write_targets(edits)  # each path -> where it really lands, symlinks resolved
+    if all(is_target_writable(t, roots) for _, t in targets): ...  # else ask the user
+    commit_edits(edits)  # writes exactly those targets, or refuses if one moved since
     summarize(edits, cwd)
 
 ``apply_patch(text, cwd)`` does parse + plan + commit in one go (no writability
-check). Errors: ``PatchParseError`` (line number and what was expected),
-``PatchApplyError`` (the file, and for a hunk the lines not found); both are
-``PatchError``. When either is raised no file has changed, save for the one case
-``commit_edits`` documents (an OS failure among its final renames), whose error
-lists the files already changed.
+check). Errors: ``PatchParseError`` (line number and what was expected; also a
+path no file can have, such as one with a NUL byte or an over-long name, so no
+caller hands one to ``os``), ``PatchApplyError`` (the file, and for a hunk the
+lines not found); both are ``PatchError``. When either is raised no file has
+changed, save for the one case ``commit_edits`` documents (an OS failure among
+its final renames), whose error lists the files already changed.
 
 Decisions, where Codex leaves room:
 
@@ -43,9 +45,11 @@ from ._patch_fs import (
     commit_edits,
     display_path,
     is_path_writable,
+    is_target_writable,
     paths_touched,
     plan_patch,
     resolve_path,
+    write_targets,
 )
 from ._patch_match import MATCH_LEVELS, normalise_punctuation, seek_lines
 from ._patch_parse import parse_patch, render_patch
@@ -91,6 +95,7 @@ __all__ = [
     "extract_patch_from_argv",
     "is_bare_patch",
     "is_path_writable",
+    "is_target_writable",
     "normalise_punctuation",
     "parse_patch",
     "paths_touched",
@@ -100,6 +105,7 @@ __all__ = [
     "seek_lines",
     "summarize",
     "unified_diff",
+    "write_targets",
 ]
 
 
@@ -107,7 +113,7 @@ def apply_patch(text: str, cwd: str) -> ApplyResult:
     """Parse, plan and commit ``text`` against ``cwd``; all files change or none.
 
     Does not check writability: callers that confine writes plan, check
-    ``paths_touched`` with ``is_path_writable``, then ``commit_edits`` themselves.
+    ``write_targets`` with ``is_target_writable``, then ``commit_edits`` themselves.
     """
     edits = plan_patch(parse_patch(text), cwd)
     commit_edits(edits)
