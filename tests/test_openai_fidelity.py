@@ -162,6 +162,49 @@ async def test_request_bodies_after_a_resume_validate(tmp_path: Path, mode: str)
         assert len(second.requests[0]["input"]) > 5  # the recorded history, resent
 
 
+@pytest.mark.parametrize("mode", ["server", "client"])
+async def test_every_kind_of_user_input_validates(tmp_path: Path, mode: str) -> None:
+    image = tmp_path / "dot.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    items = (
+        p.TextInput("what is this?"),
+        p.ImageInput("https://example.test/cat.png"),
+        p.LocalImageInput(str(image)),
+    )
+    model = ScriptedModel([Replay(f"r{n}").message("A dot.").response() for n in (1, 2)])
+    async with running_engine(model, tmp_path, history_mode=mode) as ui:
+        await ui.submit(p.UserInput(items), id="a")
+        await ui.until(p.TaskComplete, id="a")
+        await ui.submit(say("and now?"), id="b")
+        await ui.until(p.TaskComplete, id="b")
+    assert_valid(model)
+
+
+@pytest.mark.parametrize("mode", ["server", "client"])
+async def test_the_request_after_an_interrupted_call_validates(tmp_path: Path, mode: str) -> None:
+    """The aborted answer to a call that never ran is a valid input item too."""
+    asks = json.dumps({"command": [sys.executable, "-c", "print('needs approval')"]})
+    model = ScriptedModel(
+        [
+            Replay("r1").function_call("shell", asks, "call_1").response(),
+            Replay("r2").message("Stopped.").response(),
+        ]
+    )
+    async with running_engine(
+        model, tmp_path, history_mode=mode, approval_policy="untrusted"
+    ) as ui:
+        await ui.submit(say("run it"), id="a")
+        await ui.until(p.ExecApprovalRequest, id="a")
+        await ui.submit(p.Interrupt(), id="stop")
+        await ui.until(p.TurnAborted, id="a")
+        await ui.submit(say("never mind"), id="b")
+        await ui.until(p.TaskComplete, id="b")
+    assert_valid(model)
+    outputs = [i for i in model.requests[1]["input"] if i["type"] == "function_call_output"]
+    assert [o["call_id"] for o in outputs] == ["call_1"]
+    assert outputs[0]["output"].startswith("aborted")
+
+
 def test_client_mode_resends_items_in_their_input_shape() -> None:
     """Output items as the SDK dumps them (ids, nulls, output-only keys) become input items."""
     received: list[dict[str, Any]] = [

@@ -86,9 +86,10 @@ def user_message(items: Sequence[InputItem]) -> Item:
 def _content(item: InputItem) -> dict[str, Any]:
     if isinstance(item, TextInput):
         return {"type": "input_text", "text": item.text}
+    # ``detail`` is required by the API's input type; "auto" is what it means unsaid.
     if isinstance(item, ImageInput):
-        return {"type": "input_image", "image_url": item.image_url}
-    return {"type": "input_image", "image_url": _data_url(item)}
+        return {"type": "input_image", "image_url": item.image_url, "detail": "auto"}
+    return {"type": "input_image", "image_url": _data_url(item), "detail": "auto"}
 
 
 def _data_url(item: LocalImageInput) -> str:
