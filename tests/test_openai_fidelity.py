@@ -387,7 +387,16 @@ async def test_calls_the_engine_cannot_run_are_answered_and_the_task_goes_on(
         "payload": {"x": 1},
         "status": "completed",
     }
+    server_side = {  # the server ran this one itself: it needs no answer
+        "type": "tool_search_call",
+        "id": "ts_1",
+        "call_id": "call_server",
+        "execution": "server",
+        "arguments": {},
+        "status": "completed",
+    }
     first = Replay("r1").custom_tool_call("grep", "needle", "call_custom").raw_item(unknown)
+    first.raw_item(server_side)
     model = ScriptedModel([first.response(), Replay("r2").message("Understood.").response()])
     async with running_engine(model, tmp_path, history_mode=mode) as ui:
         await ui.submit(say("go"))
@@ -399,6 +408,7 @@ async def test_calls_the_engine_cannot_run_are_answered_and_the_task_goes_on(
     assert outputs["call_custom"]["output"].startswith("error: custom_tool_call 'grep'")
     assert outputs["call_future"]["type"] == "function_call_output"
     assert outputs["call_future"]["output"].startswith("error: future_tool_call")
+    assert "call_server" not in outputs
     # The SDK cannot know the invented type; everything else must validate.
     known = {**model.requests[1], "input": [i for i in sent if i["type"] != "future_tool_call"]}
     assert body_problems(known) == []

@@ -227,12 +227,14 @@ def reasoning_text(item: Item) -> str:
 
 
 def is_call(item: Item) -> bool:
-    """Whether an output item is a call the model waits on: it carries a ``call_id``."""
+    """Whether an output item is a call the model waits on: it carries a ``call_id``
+    and the server did not run it itself (``"execution": "server"``)."""
     kind = item.get("type")
     return (
         isinstance(kind, str)
         and not kind.endswith("_output")
         and isinstance(item.get("call_id"), str)
+        and item.get("execution") != "server"
     )
 
 
