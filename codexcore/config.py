@@ -135,7 +135,9 @@ class Settings(Value):
     """Everything ``config.toml`` can say, resolved, plus the key and the home.
 
     ``instructions=None`` means the engine's default instructions;
-    ``reasoning_effort=None`` the model's default. ``profile`` is the profile
+    ``reasoning_effort=None`` the model's default.
+    ``model_supports_reasoning_summaries=None`` leaves to the model catalogue
+    whether the model takes reasoning options. ``profile`` is the profile
     that was applied, if any. ``home`` is ``CODEXCORE_HOME`` (None: the
     engine's default). ``api_key`` is the value of the variable named by
     ``provider.api_key_env`` (None when unset or empty); it is left out of the
@@ -150,6 +152,7 @@ class Settings(Value):
     network_access: bool = False
     history_mode: HistoryMode = "server"
     reasoning_effort: ReasoningEffort | None = None
+    model_supports_reasoning_summaries: bool | None = None
     log_level: LogLevel = "warning"
     provider: ProviderSettings = attrs.field(factory=ProviderSettings)
     profile: str | None = None
@@ -179,6 +182,7 @@ class Settings(Value):
             ),
             "history_mode": self.history_mode,
             "reasoning_effort": self.reasoning_effort,
+            "model_supports_reasoning_summaries": self.model_supports_reasoning_summaries,
             "base_url": self.provider.base_url,
         }
         if cwd is not None:
@@ -437,6 +441,7 @@ _SPECS: Final[Mapping[str, _Key]] = {
     "network_access": _Key(_bool, "bool"),
     "history_mode": _Key(_choice(*_HISTORY_MODES)),
     "reasoning_effort": _Key(_choice(*_REASONING_EFFORTS)),
+    "model_supports_reasoning_summaries": _Key(_bool, "bool"),
     "log_level": _Key(_choice(*_LOG_LEVELS, fold_case=True)),
     "provider.base_url": _Key(_url),
     "provider.api_key_env": _Key(_env_name, secret=True),

@@ -127,6 +127,7 @@ writable_roots = ["/srv/data", "~/scratch/"]
 network_access = true
 history_mode = "client"
 reasoning_effort = "high"
+model_supports_reasoning_summaries = false
 instructions = "Be brief."
 log_level = "INFO"
 
@@ -153,6 +154,7 @@ def test_every_key_of_the_file(tmp_path: Path) -> None:
         network_access=True,
         history_mode="client",
         reasoning_effort="high",
+        model_supports_reasoning_summaries=False,
         log_level="info",
         provider=ProviderSettings(
             base_url="https://example.test/v1",
@@ -183,6 +185,7 @@ def test_engine_config(tmp_path: Path) -> None:
     assert session.sandbox_policy.network_access is True
     assert session.history_mode == "client"
     assert session.reasoning_effort == "high"
+    assert session.model_supports_reasoning_summaries is False
     assert session.base_url == "https://example.test/v1"
     assert config.api_key == SECRET
     assert config.headers == {"OpenAI-Organization": "org-123"}
@@ -240,6 +243,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "network_access": {"file": True, "profile": False, "flag": True},
     "history_mode": {"file": "client", "profile": "server", "flag": "client"},
     "reasoning_effort": {"file": "low", "profile": "medium", "flag": "high"},
+    "model_supports_reasoning_summaries": {"file": True, "profile": False, "flag": True},
     "writable_roots": {"file": ["/f"], "profile": ["/p"], "flag": ["/c"]},
     "instructions": {"file": "i-file", "profile": "i-profile", "flag": "i-flag"},
     "log_level": {"file": "debug", "profile": "info", "env": "error", "flag": "warning"},

@@ -106,8 +106,12 @@ def test_codex_wire_forms_for_shared_variants() -> None:
     )
     assert sub == p.Submission("s1", p.UserInput((p.TextInput("hi"),)))
     event = p.Event("s1", 0, p.AgentMessage("..."))
+    codex_form = '{"id":"s1","seq":0,"msg":{"type":"agent_message","message":"..."}}'
+    assert p.decode_event(codex_form) == event
+    # Issue 13 item 10 added the optional refusal marker; Codex UIs ignore a field
+    # they do not know, so this is still their form.
     assert p.encode_event(event) == (
-        b'{"id":"s1","seq":0,"msg":{"type":"agent_message","message":"..."}}'
+        b'{"id":"s1","seq":0,"msg":{"type":"agent_message","message":"...","refusal":false}}'
     )
 
 

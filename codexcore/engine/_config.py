@@ -24,7 +24,13 @@ DEFAULT_INSTRUCTIONS = (
 
 @attrs.frozen
 class SessionConfig:
-    """What a Session runs with: the engine defaults overlaid by ``configure_session``."""
+    """What a Session runs with: the engine defaults overlaid by ``configure_session``.
+
+    ``model_supports_reasoning_summaries`` says whether ``model`` takes
+    ``reasoning`` options; None (the default) leaves it to the model catalogue
+    (:mod:`codexcore.engine._models`). ``reasoning_effort`` is sent only to a
+    model that takes reasoning options.
+    """
 
     model: str = DEFAULT_MODEL
     instructions: str = DEFAULT_INSTRUCTIONS
@@ -33,6 +39,7 @@ class SessionConfig:
     sandbox_policy: SandboxPolicy = attrs.field(factory=SandboxPolicy)
     history_mode: HistoryMode = "server"
     reasoning_effort: ReasoningEffort | None = None
+    model_supports_reasoning_summaries: bool | None = None
     base_url: str | None = None
 
     def overlay(self, op: ConfigureSession) -> SessionConfig:

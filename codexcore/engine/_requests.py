@@ -14,6 +14,7 @@ from typing import Any
 from ..protocol import ImageInput, InputItem, LocalImageInput, TextInput
 from ._config import SessionConfig
 from ._history import History, Item
+from ._models import supports_reasoning
 
 SHELL_TOOL: dict[str, Any] = {
     "type": "function",
@@ -85,9 +86,10 @@ def user_message(items: Sequence[InputItem]) -> Item:
 def _content(item: InputItem) -> dict[str, Any]:
     if isinstance(item, TextInput):
         return {"type": "input_text", "text": item.text}
+    # ``detail`` is required by the API's input type; "auto" is what it means unsaid.
     if isinstance(item, ImageInput):
-        return {"type": "input_image", "image_url": item.image_url}
-    return {"type": "input_image", "image_url": _data_url(item)}
+        return {"type": "input_image", "image_url": item.image_url, "detail": "auto"}
+    return {"type": "input_image", "image_url": _data_url(item), "detail": "auto"}
 
 
 def _data_url(item: LocalImageInput) -> str:
@@ -115,9 +117,14 @@ def build_request(
     """The body of one POST /responses for the next Turn.
 
     ``server`` mode stores responses and sends only what the provider has
-    not seen; ``client`` mode stores nothing and resends the whole history.
+    not seen; ``client`` mode stores nothing and resends the whole history,
+    each item in its input shape (:func:`input_item`). Reasoning options go
+    only to a model that takes them (:func:`~._models.supports_reasoning`):
+    a summary always (``"auto"``), the effort when one is configured, and in
+    ``client`` mode the encrypted reasoning to carry into the next request.
     """
     store = config.history_mode == "server"
+    reasoning = supports_reasoning(config.model, config.model_supports_reasoning_summaries)
     body: dict[str, Any] = {
         "model": config.model,
         "instructions": config.instructions,
@@ -133,17 +140,84 @@ def build_request(
         if history.last_response_id is not None:
             body["previous_response_id"] = history.last_response_id
     else:
-        body["input"] = [*history.items(), *new_items]
-        body["include"] = ["reasoning.encrypted_content"]
-    if config.reasoning_effort is not None:
-        body["reasoning"] = {"effort": config.reasoning_effort, "summary": "auto"}
+        body["input"] = [input_item(item) for item in (*history.items(), *new_items)]
+        if reasoning:
+            body["include"] = ["reasoning.encrypted_content"]
+    if reasoning:
+        options: dict[str, Any] = {"summary": "auto"}
+        if config.reasoning_effort is not None:
+            options["effort"] = config.reasoning_effort
+        body["reasoning"] = options
     return body
 
 
+# The keys each item type takes as input (the openai SDK's ``*Param`` types),
+# ``id`` left out: with ``store: false`` the API rejects an id it never stored.
+_INPUT_KEYS: dict[str, frozenset[str]] = {
+    "message": frozenset({"type", "role", "content", "status", "phase"}),
+    "reasoning": frozenset({"type", "summary", "content", "encrypted_content", "status"}),
+    "function_call": frozenset({"type", "call_id", "name", "arguments", "namespace", "status"}),
+    "custom_tool_call": frozenset({"type", "call_id", "name", "input", "namespace"}),
+    "function_call_output": frozenset({"type", "call_id", "output", "status"}),
+    "custom_tool_call_output": frozenset({"type", "call_id", "output"}),
+}
+_PART_KEYS: dict[str, frozenset[str]] = {
+    "output_text": frozenset({"type", "text", "annotations", "logprobs"}),
+    "refusal": frozenset({"type", "refusal"}),
+    "summary_text": frozenset({"type", "text"}),
+    "reasoning_text": frozenset({"type", "text"}),
+}
+
+
+def input_item(item: Item) -> Item:
+    """``item`` (an output item as the server sent it) as ``client`` mode re-sends it.
+
+    No ``id`` (the server stored nothing to refer to), no null field, and for
+    the item types the engine knows only the keys their input shape takes;
+    content and summary parts are shaped the same way.
+    """
+    keys = _INPUT_KEYS.get(item.get("type", ""))
+    shaped: Item = {}
+    for key, value in item.items():
+        if value is None or key == "id" or (keys is not None and key not in keys):
+            continue
+        if key in ("content", "summary") and isinstance(value, list):
+            value = [_input_part(part) for part in value]
+        shaped[key] = _without_nulls(value)
+    return shaped
+
+
+def _input_part(part: Any) -> Any:
+    if not isinstance(part, dict):
+        return part
+    keys = _PART_KEYS.get(part.get("type", ""))
+    return {k: v for k, v in part.items() if keys is None or k in keys}
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 def message_text(item: Item) -> str:
-    """The text of an assistant ``message`` output item."""
+    """The text of an assistant ``message`` output item: its answer or its refusal."""
     parts = item.get("content") or []
-    return "".join(p.get("text", "") for p in parts if p.get("type") == "output_text")
+    return "".join(_part_text(p) for p in parts if isinstance(p, dict))
+
+
+def is_refusal(item: Item) -> bool:
+    """Whether an assistant ``message`` output item holds a refusal."""
+    parts = item.get("content") or []
+    return any(isinstance(p, dict) and p.get("type") == "refusal" for p in parts)
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    kind = part.get("type")
+    text = part.get("text") if kind == "output_text" else part.get("refusal")
+    return text if kind in ("output_text", "refusal") and isinstance(text, str) else ""
 
 
 def reasoning_text(item: Item) -> str:
@@ -152,5 +226,25 @@ def reasoning_text(item: Item) -> str:
     return "\n\n".join(p.get("text", "") for p in parts if p.get("text"))
 
 
+def is_call(item: Item) -> bool:
+    """Whether an output item is a call the model waits on: it carries a ``call_id``
+    and the server did not run it itself (``"execution": "server"``)."""
+    kind = item.get("type")
+    return (
+        isinstance(kind, str)
+        and not kind.endswith("_output")
+        and isinstance(item.get("call_id"), str)
+        and item.get("execution") != "server"
+    )
+
+
 def function_output(call_id: str, output: str) -> Item:
     return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def call_output(call: Item, output: str) -> Item:
+    """The answer to ``call`` in the matching kind: a custom tool's for a custom call."""
+    call_id = str(call.get("call_id", ""))
+    if call.get("type") == "custom_tool_call":
+        return {"type": "custom_tool_call_output", "call_id": call_id, "output": output}
+    return function_output(call_id, output)

@@ -20,6 +20,7 @@ from ..model import (
     OutputItemDone,
     OutputTextDelta,
     ReasoningSummaryDelta,
+    RefusalDelta,
     RetryScheduled,
 )
 from ..protocol import (
@@ -36,7 +37,15 @@ from ..protocol import (
 )
 from ._config import SessionConfig
 from ._history import History, Item
-from ._requests import TOOLS, build_request, function_output, message_text, reasoning_text
+from ._requests import (
+    TOOLS,
+    build_request,
+    call_output,
+    is_call,
+    is_refusal,
+    message_text,
+    reasoning_text,
+)
 from ._tools import ToolRouter
 from ._turn_diff import TurnDiffTracker
 
@@ -98,7 +107,9 @@ class Task:
         )
         response_id, output = await self._stream(body)
         self._history.record([*new_items, *output], response_id)
-        calls = [item for item in output if item.get("type") == "function_call"]
+        # Every call is answered, the ones no tool runs with an error: an
+        # unanswered call makes the next request malformed.
+        calls = [item for item in output if is_call(item)]
         if calls:
             diff = TurnDiffTracker(self._config.cwd)
             await self._run_calls(calls, response_id, diff)
@@ -112,7 +123,7 @@ class Task:
         output: list[Item] = []
         response_id = None
         async for event in self._client.stream(body):
-            if isinstance(event, OutputTextDelta):
+            if isinstance(event, OutputTextDelta | RefusalDelta):
                 await self._emit(AgentMessageDelta(event.delta))
             elif isinstance(event, ReasoningSummaryDelta):
                 await self._emit(AgentReasoningDelta(event.delta))
@@ -131,7 +142,7 @@ class Task:
     async def _announce(self, item: Item) -> None:
         kind = item.get("type")
         if kind == "message":
-            await self._emit(AgentMessage(message_text(item)))
+            await self._emit(AgentMessage(message_text(item), is_refusal(item)))
         elif kind == "reasoning" and (text := reasoning_text(item)):
             await self._emit(AgentReasoning(text))
 
@@ -153,5 +164,5 @@ class Task:
                 outputs.append(await self._tools.call(call, diff))
         finally:
             for call in calls[len(outputs) :]:
-                outputs.append(function_output(str(call.get("call_id")), ABORTED_OUTPUT))
+                outputs.append(call_output(call, ABORTED_OUTPUT))
             self._history.record_tool_outputs(outputs, response_id)

@@ -41,7 +41,7 @@ from ..tools.sandbox import SandboxSpec, SandboxStatus, is_likely_sandbox_denial
 from ._approvals import Approvals, ExecPlan, TaskAborted, plan_exec
 from ._config import EngineConfig, SessionConfig
 from ._history import Item
-from ._requests import function_output
+from ._requests import call_output, function_output
 from ._turn_diff import TurnDiffTracker
 
 Emit = Callable[[EventMsg], Awaitable[None]]
@@ -91,6 +91,9 @@ class ToolRouter:
         self._spec = SandboxSpec(policy.type, policy.writable_roots, policy.network_access)
 
     async def call(self, item: Item, diff: TurnDiffTracker) -> Item:
+        """The output item answering the call ``item``; never raises for a bad call."""
+        if item.get("type") != "function_call":
+            return call_output(item, _not_runnable(item))
         call_id = str(item.get("call_id", ""))
         name = item.get("name")
         try:
@@ -303,6 +306,12 @@ class ToolRouter:
             return []
         extra = [os.path.join(self._config.cwd, root) for root in self._spec.writable_roots]
         return [self._config.cwd, *extra]
+
+
+def _not_runnable(item: Item) -> str:
+    kind, name = item.get("type"), item.get("name")
+    what = f"{kind} {name!r}" if isinstance(name, str) else str(kind)
+    return f"error: {what} cannot run here; the tools are the functions shell and apply_patch"
 
 
 def _plan_patch(text: str, cwd: str) -> list[patches.FileEdit]:

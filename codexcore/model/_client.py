@@ -14,7 +14,7 @@ import httpx
 import orjson
 
 from .._logging import get_logger
-from ._errors import ModelError, RetryableError
+from ._errors import ModelError, RetryableError, redact
 from ._events import Completed, RetryScheduled, StreamEvent
 from ._idle import IdleTimer
 from ._retry import RetryPolicy, parse_retry_after
@@ -293,7 +293,9 @@ async def _check_status(response: httpx.Response) -> None:
         return
     await response.aread()
     message, server_code = _error_details(response)
-    text = f"HTTP {status}: {message}"
+    # A proxy's error page may echo the key it was sent, in any shape: the
+    # exact credential of this request is known here, and only here.
+    text = redact(f"HTTP {status}: {message}", _credentials(response.request.headers))
     if status >= 500 or status in _RETRYABLE_CLIENT_STATUSES:
         retry_after = _retry_after(response.headers) if status in _RETRY_AFTER_STATUSES else None
         raise RetryableError(text, status=status, retry_after=retry_after, server_code=server_code)
@@ -318,6 +320,14 @@ def _error_details(response: httpx.Response) -> tuple[str, str | None]:
     if len(text) > _ERROR_TEXT_LIMIT:
         text = text[:_ERROR_TEXT_LIMIT] + "…"
     return text or response.reason_phrase or "no details", None
+
+
+def _credentials(headers: httpx.Headers) -> tuple[str, ...]:
+    """The secrets a request carried: its Authorization value and the credential in it."""
+    value = headers.get("authorization")
+    if not value:
+        return ()
+    return (value, value.split(" ", 1)[-1].strip())
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

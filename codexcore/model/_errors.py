@@ -2,7 +2,41 @@
 
 from __future__ import annotations
 
-__all__ = ["ModelError", "RetryableError"]
+import re
+from collections.abc import Iterable
+
+__all__ = ["REDACTED", "ModelError", "RetryableError", "redact"]
+
+REDACTED = "[redacted]"
+
+# What a credential looks like wherever a server may echo one: the value of an
+# Authorization header (its scheme kept, so the message still says what was
+# sent) and an OpenAI-style secret key.
+_CREDENTIAL = re.compile(
+    r"(?i)(?P<header>\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic)\s+)?)[^\s\"',;]+"
+    r"|(?P<scheme>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}"
+    r"|\bsk-[A-Za-z0-9_-]{8,}"
+)
+_SHORTEST_SECRET = 4  # shorter "keys" would blank ordinary words out of the message
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every credential in it replaced by ``[redacted]``.
+
+    Replaced: each of ``secrets`` (the configured key: a proxy's 401 page may
+    echo it), any ``Bearer``/``Basic`` credential or ``Authorization:`` value,
+    and anything shaped like an OpenAI key (``sk-...``). Every message a
+    :class:`ModelError` or ``RetryableError`` carries has been through this,
+    so the ``error`` event, the logs and the session file never hold a key.
+    """
+    for secret in secrets:
+        if len(secret) >= _SHORTEST_SECRET:
+            text = text.replace(secret, REDACTED)
+    return _CREDENTIAL.sub(_replacement, text)
+
+
+def _replacement(match: re.Match[str]) -> str:
+    return (match.group("scheme") or match.group("header") or "") + REDACTED
 
 
 class ModelError(Exception):
@@ -15,7 +49,8 @@ class ModelError(Exception):
     ``"incomplete"`` or ``"retries_exhausted"``. ``message`` is for people and
     carries the server's own words when there are any. ``status`` is the HTTP
     status involved, if any; ``server_code`` the error code the server gave
-    (e.g. ``"context_length_exceeded"``), if any.
+    (e.g. ``"context_length_exceeded"``), if any. ``message`` never holds a
+    credential: it is passed through :func:`redact`.
     """
 
     def __init__(
@@ -26,6 +61,7 @@ class ModelError(Exception):
         status: int | None = None,
         server_code: str | None = None,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.code = code
@@ -50,6 +86,7 @@ class RetryableError(Exception):
     """Internal: this attempt failed but another may succeed.
 
     ``retry_after`` is the server's requested wait in seconds, if it gave one.
+    ``reason`` is passed through :func:`redact`, as a ``ModelError``'s message.
     """
 
     def __init__(
@@ -60,6 +97,7 @@ class RetryableError(Exception):
         retry_after: float | None = None,
         server_code: str | None = None,
     ) -> None:
+        reason = redact(reason)
         super().__init__(reason)
         self.reason = reason
         self.status = status

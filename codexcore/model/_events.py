@@ -15,6 +15,7 @@ __all__ = [
     "OutputItemDone",
     "OutputTextDelta",
     "ReasoningSummaryDelta",
+    "RefusalDelta",
     "ResponseCreated",
     "RetryScheduled",
     "StreamEvent",
@@ -53,6 +54,17 @@ class OutputItemDone(Value):
 @attrs.frozen(slots=False, repr=False, eq=False)
 class OutputTextDelta(Value):
     """More assistant text for the message item ``item_id``."""
+
+    item_id: str
+    delta: str
+
+
+@attrs.frozen(slots=False, repr=False, eq=False)
+class RefusalDelta(Value):
+    """More of the model's refusal, streamed in place of an answer, for the message ``item_id``.
+
+    The message item then holds a ``{"type": "refusal", "refusal": ...}`` part.
+    """
 
     item_id: str
     delta: str
@@ -115,6 +127,7 @@ StreamEvent: TypeAlias = (
     | OutputItemAdded
     | OutputItemDone
     | OutputTextDelta
+    | RefusalDelta
     | ReasoningSummaryDelta
     | FunctionCallArgumentsDelta
     | Completed

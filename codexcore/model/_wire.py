@@ -15,6 +15,7 @@ from ._events import (
     OutputItemDone,
     OutputTextDelta,
     ReasoningSummaryDelta,
+    RefusalDelta,
     ResponseCreated,
     StreamEvent,
     Usage,
@@ -113,6 +114,10 @@ def _text_delta(payload: _Payload) -> OutputTextDelta:
     return OutputTextDelta(*_delta(payload, "response.output_text.delta"))
 
 
+def _refusal_delta(payload: _Payload) -> RefusalDelta:
+    return RefusalDelta(*_delta(payload, "response.refusal.delta"))
+
+
 def _reasoning_delta(payload: _Payload) -> ReasoningSummaryDelta:
     return ReasoningSummaryDelta(*_delta(payload, "response.reasoning_summary_text.delta"))
 
@@ -182,6 +187,7 @@ _HANDLERS: dict[str, Callable[[_Payload], StreamEvent]] = {
     "response.output_item.added": _item_added,
     "response.output_item.done": _item_done,
     "response.output_text.delta": _text_delta,
+    "response.refusal.delta": _refusal_delta,
     "response.reasoning_summary_text.delta": _reasoning_delta,
     "response.function_call_arguments.delta": _arguments_delta,
     "response.completed": _completed,
@@ -190,8 +196,10 @@ _HANDLERS: dict[str, Callable[[_Payload], StreamEvent]] = {
     "error": _error,
 }
 
-_DELTAS: dict[str, type[OutputTextDelta | ReasoningSummaryDelta | FunctionCallArgumentsDelta]] = {
+_Delta = OutputTextDelta | RefusalDelta | ReasoningSummaryDelta | FunctionCallArgumentsDelta
+_DELTAS: dict[str, type[_Delta]] = {
     "response.output_text.delta": OutputTextDelta,
+    "response.refusal.delta": RefusalDelta,
     "response.reasoning_summary_text.delta": ReasoningSummaryDelta,
     "response.function_call_arguments.delta": FunctionCallArgumentsDelta,
 }

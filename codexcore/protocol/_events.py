@@ -58,9 +58,15 @@ class TaskStarted(Tagged):
 @EVENT_MSGS.register("agent_message")
 @attrs.frozen(repr=False, eq=False)
 class AgentMessage(Tagged):
-    """A complete message from the model (authoritative over the deltas)."""
+    """A complete message from the model (authoritative over the deltas).
+
+    ``refusal`` is true when the model declined to answer: ``message`` is then
+    its refusal (streamed as ``agent_message_delta`` like any answer), to be
+    shown as the answer, marked as a refusal. Older peers omit it (false).
+    """
 
     message: str
+    refusal: bool = False
 
 
 @EVENT_MSGS.register("agent_message_delta")
