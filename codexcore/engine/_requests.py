@@ -154,3 +154,36 @@ def reasoning_text(item: Item) -> str:
 
 def function_output(call_id: str, output: str) -> Item:
     return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+INTERRUPTED = "the user interrupted before this call ran"
+"""Why a call the Task stopped before got no real output."""
+
+CUT_OFF = "the session stopped before this call's output was recorded; it may or may not have run"
+"""Why a recorded call has no output: the process ended (a crash, kill -9) while it ran."""
+
+
+def is_call(item: Item) -> bool:
+    """An output item the model expects an answer to: it names a ``call_id``
+    (``function_call``, ``custom_tool_call``, ``local_shell_call`` …)."""
+    kind = item.get("type")
+    return (
+        item.get("call_id") is not None and isinstance(kind, str) and not kind.endswith("_output")
+    )
+
+
+def unanswered_calls(items: Sequence[Item]) -> list[Item]:
+    """The calls in ``items`` that no output item in ``items`` answers, in order."""
+    answered = {item.get("call_id") for item in items if not is_call(item)}
+    return [item for item in items if is_call(item) and item.get("call_id") not in answered]
+
+
+def aborted_output(call: Item, why: str = INTERRUPTED) -> Item:
+    """The output that answers ``call`` when it never ran to an end, so the next
+    request is still a conversation the API accepts (every call answered)."""
+    text = f"aborted: {why}"
+    call_id = str(call.get("call_id"))
+    if call.get("type") == "custom_tool_call":
+        return {"type": "custom_tool_call_output", "call_id": call_id, "output": text}
+    # function_call, and local_shell_call as Codex answers it.
+    return function_output(call_id, text)

@@ -36,7 +36,7 @@ from ..protocol import (
 )
 from ._config import SessionConfig
 from ._history import History, Item
-from ._requests import TOOLS, build_request, function_output, message_text, reasoning_text
+from ._requests import TOOLS, aborted_output, build_request, message_text, reasoning_text
 from ._tools import ToolRouter
 from ._turn_diff import TurnDiffTracker
 
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from ..model import ModelClient  # httpx: loaded on first use, not with the engine
 
 Emit = Callable[[EventMsg], Awaitable[None]]
-ABORTED_OUTPUT = "aborted: the user interrupted before this call ran"
 
 
 @attrs.frozen
@@ -153,5 +152,5 @@ class Task:
                 outputs.append(await self._tools.call(call, diff))
         finally:
             for call in calls[len(outputs) :]:
-                outputs.append(function_output(str(call.get("call_id")), ABORTED_OUTPUT))
+                outputs.append(aborted_output(call))
             self._history.record_tool_outputs(outputs, response_id)
