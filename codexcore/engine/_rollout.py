@@ -277,7 +277,9 @@ def _parse(path: Path, number: int, line: bytes) -> dict[str, Any]:
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        raise BadRollout(path, f"line {number} is not JSON ({exc})") from None
+        # orjson's own "line 1 column 7" would count within this one line only.
+        reason = str(exc).split(": line ")[0]
+        raise BadRollout(path, f"line {number} is not JSON ({reason})") from None
     problem = _shape_problem(record)
     if problem is not None:
         raise BadRollout(path, f"line {number} {problem}")
@@ -383,7 +385,10 @@ def _config_from(path: Path, number: int, data: dict[str, Any]) -> SessionConfig
 
 def read_events(path: Path) -> list[Event]:
     """The recorded events, oldest first (raises :class:`BadRollout`)."""
-    return _events_of(read_records(path))
+    records = list(read_records(path))
+    if not any(record["type"] == "session_meta" for record in records):
+        raise BadRollout(path, _missing("session_meta", path, len(records)))
+    return _events_of(records)
 
 
 def _events_of(records: Iterator[dict[str, Any]] | Any) -> list[Event]:
@@ -398,7 +403,9 @@ def _events_of(records: Iterator[dict[str, Any]] | Any) -> list[Event]:
 
 
 def _log_bad(exc: BadRollout) -> None:
-    log.warning("skipping a session file that cannot be read", problem=str(exc))
+    # The message itself names the file: a program that configured no logging
+    # shows only the message (Python's last-resort handler, on stderr).
+    log.warning(f"skipping a session file that cannot be read: {exc}", path=str(exc.path))
 
 
 def list_sessions(
