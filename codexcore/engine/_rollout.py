@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime
 import glob
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import NoneType
 from typing import Any
@@ -84,10 +84,10 @@ class BadRollout(Exception):
 class RolloutWriter:
     """Appends records to one session's rollout file.
 
-    A ``deferred`` writer (:meth:`create`) holds its records in memory until
-    the first :meth:`record_change`, then creates the file and writes them all
-    with that change in one ``write``. :meth:`append_to` continues an existing
-    file.
+    ``RolloutWriter(path)`` continues the existing file ``path``. A
+    ``deferred`` writer (see :meth:`create`) holds its records in memory
+    until the first :meth:`record_change`, then creates the file and writes
+    them all with that change in one ``write``.
     """
 
     def __init__(self, path: Path, *, deferred: bool = False) -> None:
@@ -96,7 +96,8 @@ class RolloutWriter:
         self._held: list[bytes] | None = [] if deferred else None
         self._closed = False
         if not deferred:
-            self._open(os.O_CREAT)
+            self._open(0)
+            self._cut_torn_tail()
 
     @classmethod
     def create(cls, home: Path, session_id: str, now: datetime.datetime) -> RolloutWriter:
@@ -104,20 +105,6 @@ class RolloutWriter:
         day = home / "sessions" / f"{now:%Y}" / f"{now:%m}" / f"{now:%d}"
         path = day / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{session_id}.jsonl"
         return cls(path, deferred=True)
-
-    @classmethod
-    def append_to(cls, path: Path) -> RolloutWriter:
-        """A writer that continues the existing file ``path``.
-
-        An unterminated last line (a write that a crash cut short) is cut off
-        first: appending after it would glue the next record onto it and lose
-        both. Readers already leave it out, so the session loses nothing more.
-        """
-        writer = cls.__new__(cls)
-        writer.path, writer._held, writer._closed = path, None, False
-        writer._open(0)
-        writer._cut_torn_tail()
-        return writer
 
     @property
     def deferred(self) -> bool:
@@ -152,6 +139,9 @@ class RolloutWriter:
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | flags, 0o600)
 
     def _cut_torn_tail(self) -> None:
+        """Cut off an unterminated last line (a write that a crash cut short):
+        appending after it would glue the next record onto it and lose both.
+        Readers already leave it out, so the session loses nothing more."""
         assert self._fd is not None
         size = os.fstat(self._fd).st_size
         keep = _whole_lines_length(self._fd, size)
@@ -391,7 +381,7 @@ def read_events(path: Path) -> list[Event]:
     return _events_of(records)
 
 
-def _events_of(records: Iterator[dict[str, Any]] | Any) -> list[Event]:
+def _events_of(records: Iterable[dict[str, Any]]) -> list[Event]:
     events = []
     for record in records:
         if record.get("type") == "event":
