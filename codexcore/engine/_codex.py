@@ -86,7 +86,7 @@ from ._rollout import (
     list_sessions,
     load_session,
     meta_record,
-    read_events,
+    read_session_events,
 )
 from ._session import RunningTask, Session
 from ._task import Task
@@ -495,7 +495,7 @@ class Codex:
         rollout = None
         if not self.config.ephemeral:
             if append_to is not None:
-                rollout = RolloutWriter.append_to(append_to)
+                rollout = RolloutWriter(append_to)
             else:
                 now = datetime.datetime.now(datetime.UTC)
                 rollout = RolloutWriter.create(self._home(), session_id, now)
@@ -716,7 +716,7 @@ class Codex:
         events = self._unwritten_events(session_id)
         if events is None:
             path = await self._rollout_of(session_id)
-            events = await self._read(read_events, session_id, path)
+            events = await self._read(read_session_events, session_id, path)
         page = tuple(events[op.offset : op.offset + op.limit])
         await self._emit(sub.id, SessionHistory(session_id, op.offset, len(events), page))
 

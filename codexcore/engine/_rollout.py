@@ -374,7 +374,13 @@ def _config_from(path: Path, number: int, data: dict[str, Any]) -> SessionConfig
 
 
 def read_events(path: Path) -> list[Event]:
-    """The recorded events, oldest first (raises :class:`BadRollout`)."""
+    """The events recorded in ``path``, oldest first (raises :class:`BadRollout`)."""
+    return _events_of(read_records(path))
+
+
+def read_session_events(path: Path) -> list[Event]:
+    """The events of the recorded session in ``path``: as :func:`read_events`, and a
+    file that records no session (no ``session_meta``), as listing skips it, is bad."""
     records = list(read_records(path))
     if not any(record["type"] == "session_meta" for record in records):
         raise BadRollout(path, _missing("session_meta", path, len(records)))
