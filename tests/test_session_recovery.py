@@ -270,41 +270,63 @@ def _resume_in_process_after(path: Path, session_id: str, cwd: Path) -> list[dic
     return whole_records(path)
 
 
-def test_kill_dash_nine_mid_write_then_resume_keeps_every_line_whole(tmp_path: Path) -> None:
-    """A process writing many large records is killed with SIGKILL; whatever it left, the
-    resumed session appends whole records after the last whole line."""
-    script = (
-        "import asyncio, sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent.parent)!r})\n"
-        "from codexcore import Codex\n"
-        "from codexcore import protocol as p\n"
-        "from codexcore.testing import ScriptedModel, text_response\n"
-        "from tests.engine_helpers import engine_config\n"
-        "async def main():\n"
-        "    model = ScriptedModel([text_response('x' * 200_000) for i in range(2_000)])\n"
-        f"    async with Codex(engine_config({str(tmp_path)!r}),\n"
-        "                     transport=model.mock_transport()) as codex:\n"
-        "        for i in range(2_000):\n"
-        "            await codex.submit(p.UserInput((p.TextInput('go'),)), id=f't{i}')\n"
-        "            async for event in codex.events():\n"
-        "                if event.msg.TYPE == 'task_complete':\n"
-        "                    print('done', i, flush=True)\n"
-        "                    break\n"
-        "asyncio.run(main())\n"
-    )
+# The child announces each large record just before writing it.
+KILL_MID_WRITE = """
+import asyncio, sys
+sys.path.insert(0, {repo!r})
+from codexcore import Codex
+from codexcore import protocol as p
+from codexcore.engine import _rollout
+from codexcore.testing import ScriptedModel, text_response
+from tests.engine_helpers import engine_config
+
+write = _rollout.RolloutWriter._write
+def announced(self, line):
+    if len(line) > 1_000_000:
+        print("big", self.path.stat().st_size, flush=True)
+    write(self, line)
+_rollout.RolloutWriter._write = announced
+
+async def main():
+    model = ScriptedModel([text_response("small"), text_response("x" * 16_000_000)])
+    async with Codex(engine_config({cwd!r}), transport=model.mock_transport()) as codex:
+        for i in range(2):
+            await codex.submit(p.UserInput((p.TextInput("go"),)), id=f"t{{i}}")
+            async for event in codex.events():
+                if event.msg.TYPE == "task_complete":
+                    break
+
+asyncio.run(main())
+"""
+
+
+def _kill_during_a_large_write(cwd: Path) -> Path:
+    """SIGKILL a real engine process once its rollout grows during a 16 MB write."""
+    script = KILL_MID_WRITE.format(repo=str(Path(__file__).parent.parent), cwd=str(cwd))
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     assert child.stdout is not None
     try:
-        for _ in range(5):  # well into the run: the file exists and grows
-            assert child.stdout.readline().startswith(b"done")
+        announced = child.stdout.readline().split()
+        assert announced[:1] == [b"big"], announced
+        (path,) = rollouts()
+        deadline = time.monotonic() + 10
+        while path.stat().st_size <= int(announced[1]):  # the write has begun
+            assert time.monotonic() < deadline, "the announced write never began"
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=10)
     finally:
         child.kill()
         child.wait(timeout=10)
         child.stdout.close()
-    (path,) = rollouts()
+    return path
+
+
+def test_kill_dash_nine_mid_write_then_resume_keeps_every_line_whole(tmp_path: Path) -> None:
+    """A real SIGKILL lands in the middle of a record's write; the resumed session
+    cuts the fragment off and appends whole records after the last whole line."""
+    path = _kill_during_a_large_write(tmp_path)
     data = path.read_bytes()
+    assert not data.endswith(b"\n"), "the kill did not land mid-write"
     whole = data[: data.rfind(b"\n") + 1]
     session_id = next(read_records(path))["session_id"]
     records = _resume_in_process_after(path, session_id, tmp_path)
