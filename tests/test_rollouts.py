@@ -298,3 +298,19 @@ def test_loading_answers_every_kind_of_call_left_open_where_it_was_made(tmp_path
     ]
     assert all(i["output"].startswith("aborted: ") for i in items[4:7])
     assert items[7] == user
+
+
+async def test_resume_takes_only_a_whole_session_id(tmp_path: Path) -> None:
+    """Part of an id, or a glob pattern, names no session (it used to resume one
+    under the wrong id)."""
+    model = ScriptedModel([text_response("one", response_id="r1")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("first"), id="a")
+        session_id = (await ui.until(p.SessionConfigured)).msg.session_id
+        await ui.until(p.TaskComplete, id="a")
+        for i, partial in enumerate([session_id.split("-")[-1], "*", session_id[:-1] + "?"]):
+            await ui.submit(p.ResumeSession(partial), id=f"r{i}")
+            error = await ui.until(p.ErrorEvent, id=f"r{i}")
+            assert error.msg.code == "unknown_session", partial
+        await ui.submit(p.ResumeSession(session_id), id="whole")
+        assert (await ui.until(p.SessionConfigured, id="whole")).msg.session_id == session_id

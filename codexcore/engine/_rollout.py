@@ -106,11 +106,6 @@ class RolloutWriter:
         path = day / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{session_id}.jsonl"
         return cls(path, deferred=True)
 
-    @property
-    def deferred(self) -> bool:
-        """True while the records are held in memory (the file does not exist yet)."""
-        return self._held is not None
-
     def record(self, record: dict[str, Any]) -> None:
         self._write(orjson.dumps(record) + b"\n")
 
@@ -291,11 +286,20 @@ def _shape_problem(record: Any) -> str | None:
     return None
 
 
+_NAME_LENGTH = len("rollout-2026-01-01T00-00-00-.jsonl")
+
+
 def find_rollout(home: Path, session_id: str) -> Path:
+    """The rollout of the session ``session_id`` (the newest, should there be two)."""
     if not session_id or "/" in session_id or "\0" in session_id:
         raise UnknownSession(session_id)
     pattern = f"*/*/*/rollout-*-{glob.escape(session_id)}.jsonl"
-    matches = sorted((home / "sessions").glob(pattern))
+    # The id must be the whole id: "*" would also match the head of a longer one.
+    matches = sorted(
+        path
+        for path in (home / "sessions").glob(pattern)
+        if len(path.name) == _NAME_LENGTH + len(session_id)
+    )
     if not matches:
         raise UnknownSession(session_id)
     return matches[-1]
