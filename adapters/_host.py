@@ -70,6 +70,7 @@ from codexcore.protocol import (
     ExecCommandOutputDelta,
     Limits,
     Peer,
+    SessionConfigured,
     ShutdownComplete,
     Submission,
     Welcome,
@@ -540,6 +541,7 @@ class HostedSession:
 
     __slots__ = (
         "_host",
+        "aliases",
         "attachments",
         "codex",
         "controller",
@@ -556,6 +558,7 @@ class HostedSession:
     def __init__(self, host: SessionHost, session_id: str, codex: Codex) -> None:
         self._host = host
         self.id = session_id
+        self.aliases: list[str] = []  # ids it had before a resume or fork renamed it
         self.codex = codex
         self.ring: collections.deque[Out] = collections.deque()
         self.ring_bytes = 0
@@ -581,7 +584,10 @@ class HostedSession:
                 self._evict()
         for attachment in tuple(self.attachments):  # a push may drop its attachment
             attachment.push(out)
-        if isinstance(event.msg, ShutdownComplete):
+        msg = event.msg
+        if isinstance(msg, SessionConfigured) and msg.session_id != self.id:
+            self._host._rename(self, msg.session_id)
+        elif isinstance(msg, ShutdownComplete):
             self._host._forget(self)
 
     def hand_over(self) -> None:
@@ -653,6 +659,7 @@ class SessionHost:
         # Shards: one httpx pool does not carry a thousand streams well.
         self._pool = ModelClientPool(self.engine_config, transport=transport, shards=16)
         self._sessions: dict[str, HostedSession] = {}
+        self._aliases: dict[str, HostedSession] = {}
         self._idle: dict[str, HostedSession] = {}
         self._pumps: set[asyncio.Task[None]] = set()
         self._connections = 0
@@ -703,7 +710,9 @@ class SessionHost:
         return self._connections
 
     def session(self, session_id: str) -> HostedSession | None:
-        return self._sessions.get(session_id)
+        """The live session known by ``session_id``: its id, or one it had before a
+        ``resume_session`` or ``fork_session`` gave it the engine's new one."""
+        return self._sessions.get(session_id) or self._aliases.get(session_id)
 
     def open_connection(self) -> None:
         """Count a new connection in, or refuse it (``too_many_connections``, ``shutting_down``)."""
@@ -762,7 +771,7 @@ class SessionHost:
     def _reattach(
         self, session_id: str, last_seq: int | None, control: bool, lossless: bool
     ) -> Attachment:
-        session = self._sessions.get(session_id)
+        session = self.session(session_id)
         if session is None:
             raise HostRefusal("unknown_session", f"no session {session_id!r} on this server")
         if len(session.attachments) >= self.config.max_connections_per_session:
@@ -811,7 +820,7 @@ class SessionHost:
 
     def end_session(self, session_id: str) -> None:
         """Shut a session down now (its attachments get ``shutdown_complete``)."""
-        session = self._sessions.get(session_id)
+        session = self.session(session_id)
         if session is not None:
             self._shut_down(session)
 
@@ -823,13 +832,17 @@ class SessionHost:
                 "too_many_sessions",
                 f"the server is at its limit of {self.config.max_sessions} sessions",
             )
+        # One id everywhere: the engine's Session takes the id welcome announces.
+        session_id = str(uuid.uuid4())
         # The pump reads the engine's events on this loop: no thread needs janus.
-        codex = Codex(self.engine_config, clients=self._pool, threadsafe=False)
+        codex = Codex(
+            self.engine_config, clients=self._pool, threadsafe=False, session_id=session_id
+        )
         await codex.start()
         # Let the engine's dispatcher take its first step: a request_close() before
         # that cancels it before its shutdown handler exists, and the stream never ends.
         await asyncio.sleep(0)
-        session = HostedSession(self, str(uuid.uuid4()), codex)
+        session = HostedSession(self, session_id, codex)
         self._sessions[session.id] = session
         pump = asyncio.create_task(self._pump(session), name=f"codexcore-pump-{session.id}")
         session.pump = pump
@@ -859,17 +872,44 @@ class SessionHost:
 
     def _forget(self, session: HostedSession) -> None:
         """The session takes no new attachments; the ones it has finish."""
-        if self._sessions.get(session.id) is session:
-            del self._sessions[session.id]
-        self._idle.pop(session.id, None)
+        self._unregister(session)
         if not session.ended:
             session.end()
 
     def _shut_down(self, session: HostedSession) -> None:
-        if self._sessions.get(session.id) is session:
-            del self._sessions[session.id]  # refuse reattaching from now on
-        self._idle.pop(session.id, None)
+        self._unregister(session)  # refuse reattaching from now on
         session.codex.request_close(discard=False)  # the pump drains: lose nothing
+
+    def _unregister(self, session: HostedSession) -> None:
+        if self._sessions.get(session.id) is session:
+            del self._sessions[session.id]
+        for alias in session.aliases:
+            if self._aliases.get(alias) is session:
+                del self._aliases[alias]
+        self._idle.pop(session.id, None)
+
+    def _rename(self, session: HostedSession, new_id: str) -> None:
+        """The engine switched to session ``new_id`` (a resume or a fork): the hosted
+        session follows, so ``welcome``, ``session_configured`` and the recorded
+        session share one id. The old id stays an alias, for clients that kept it."""
+        if self._sessions.get(session.id) is not session:
+            return  # shutting down: nobody can attach any more
+        other = self.session(new_id)
+        if other is not None and other is not session:
+            # Two engines on one recorded session: the first keeps the name.
+            log.warning("session already open on this server", session=new_id)
+            return
+        old_id = session.id
+        del self._sessions[old_id]
+        self._aliases.pop(new_id, None)
+        if new_id in session.aliases:
+            session.aliases.remove(new_id)
+        session.aliases.append(old_id)
+        self._aliases[old_id] = session
+        session.id = new_id
+        self._sessions[new_id] = session
+        if self._idle.pop(old_id, None) is not None:
+            self._idle[new_id] = session
 
     async def _sweep_forever(self) -> None:
         timeout = self.config.idle_timeout

@@ -665,6 +665,11 @@ def _user_home(environ: Mapping[str, str]) -> str | None:
         return None
 
 
+def display_path(path: str) -> str:
+    """``path`` as messages show it: the user's home as ``~`` (as ``$HOME`` names it)."""
+    return _display(path, _user_home(os.environ))
+
+
 def _display(path: str, user_home: str | None) -> str:
     """``path`` with the user's home shown as ``~``."""
     if user_home:

@@ -46,10 +46,13 @@ async def test_every_event_is_recorded_before_the_ui_sees_it(tmp_path: Path) -> 
     async with running_engine(model, tmp_path) as ui:
         await ui.submit(say("hi"), id="t1")
         configured = await ui.until(p.SessionConfigured)
+        # The file is made with the session's first content (the model's answer).
+        turn = await ui.until(p.TurnComplete)
         (path,) = rollouts()
         assert configured.msg.session_id in path.name
-        # Already on disk by the time the UI reads it.
-        assert next(e.msg for e in read_events(path)) == configured.msg
+        # Already on disk by the time the UI reads it, everything before it included.
+        shown = [e.msg for e in ui.events if e.seq < turn.seq and e.msg.TYPE not in UNRECORDED]
+        assert [e.msg for e in read_events(path)] == [*shown, turn.msg]
         await ui.until(p.TaskComplete)
     records = list(read_records(path))
     assert [r["type"] for r in records[:2]] == ["session_meta", "config"]
@@ -256,3 +259,58 @@ def test_prune_removes_old_rollouts_only(tmp_path: Path) -> None:
     assert prune_sessions(home, older_than_days=30, now=now) == [old]
     assert new.exists()
     assert not (home / "sessions/2026/01").exists()
+
+
+def _write_rollout(home: Path, session_id: str, *records: dict[str, Any]) -> Path:
+    from codexcore.engine._config import SessionConfig
+    from codexcore.engine._rollout import config_record
+
+    path = home / "sessions/2026/11/25" / f"rollout-2026-11-25T00-00-00-{session_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"type": "session_meta", "session_id": session_id, "created_at": "x", "cwd": "/"}
+    lines = [meta, config_record(SessionConfig(cwd="/")), *records]
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in lines))
+    return path
+
+
+def test_loading_answers_every_kind_of_call_left_open_where_it_was_made(tmp_path: Path) -> None:
+    """A rollout an old resume continued past unanswered calls: each call gets its
+    aborted output right after its Turn, in the shape its type needs."""
+    from codexcore.engine._rollout import load_session
+
+    calls = [
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "x", "input": ""},
+        {"type": "local_shell_call", "call_id": "c3", "action": {}},
+    ]
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "u"}]}
+    _write_rollout(
+        tmp_path,
+        "s1",
+        {"type": "turn", "items": [user, *calls], "response_id": "r1"},
+        {"type": "turn", "items": [user], "response_id": "r2"},
+    )
+    items = load_session(tmp_path, "s1").history.items()
+    assert [(i["type"], i.get("call_id")) for i in items[4:7]] == [
+        ("function_call_output", "c1"),
+        ("custom_tool_call_output", "c2"),
+        ("function_call_output", "c3"),
+    ]
+    assert all(i["output"].startswith("aborted: ") for i in items[4:7])
+    assert items[7] == user
+
+
+async def test_resume_takes_only_a_whole_session_id(tmp_path: Path) -> None:
+    """Part of an id, or a glob pattern, names no session (it used to resume one
+    under the wrong id)."""
+    model = ScriptedModel([text_response("one", response_id="r1")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("first"), id="a")
+        session_id = (await ui.until(p.SessionConfigured)).msg.session_id
+        await ui.until(p.TaskComplete, id="a")
+        for i, partial in enumerate([session_id.split("-")[-1], "*", session_id[:-1] + "?"]):
+            await ui.submit(p.ResumeSession(partial), id=f"r{i}")
+            error = await ui.until(p.ErrorEvent, id=f"r{i}")
+            assert error.msg.code == "unknown_session", partial
+        await ui.submit(p.ResumeSession(session_id), id="whole")
+        assert (await ui.until(p.SessionConfigured, id="whole")).msg.session_id == session_id

@@ -4,8 +4,9 @@ Prints one line per check, each starting with ok, warn or fail: the versions
 of codexcore and Python, the configuration file (found and valid, or absent:
 the defaults apply), unknown keys, the effective model, provider and policies
 with where each came from, whether a key is set (never the key: the
-variable's name), the sandbox, and a real streaming request to
-POST {base_url}/responses with the input "ping".
+variable's name), the sandbox, the recorded sessions (each file that cannot be
+read, named), and a real streaming request to POST {base_url}/responses with
+the input "ping".
 Exits 0 when nothing failed, 1 otherwise.
 """
 
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     _report_config(report, loaded)
     _check_sandbox(report, loaded.settings)
+    _check_sessions(report, loaded.settings)
     status, text = asyncio.run(_reach_provider(loaded.settings, args.timeout))
     report.line(status, text)
     return 1 if report.failed else 0
@@ -151,6 +153,21 @@ def _check_sandbox(report: _Report, settings: Settings | None) -> None:
             "warn",
             f"sandbox: none ({status.reason}); commands not known to be safe will need approval",
         )
+
+
+def _check_sessions(report: _Report, settings: Settings) -> None:
+    """Read every recorded session as ``sessions list`` would; name each bad file."""
+    from pathlib import Path
+
+    from ..config import display_path
+    from ..engine import default_home, list_sessions
+
+    home = Path(settings.home) if settings.home else default_home()
+    bad: list[Exception] = []
+    good = list_sessions(home, limit=None, on_bad=bad.append)
+    for exc in bad:
+        report.line("warn", f"sessions: skipped (cannot be read): {exc}")
+    report.line("ok", f"sessions: {len(good)} recorded under {display_path(str(home / 'sessions'))}")
 
 
 async def _reach_provider(settings: Settings, seconds: float) -> tuple[Status, str]:

@@ -1,7 +1,8 @@
 """``codexcore sessions``: list, show and prune recorded sessions.
 
 ``list`` and ``show`` go through the engine's own Ops (``list_sessions``,
-``get_history``) on an ephemeral engine, exactly as a UI would.
+``get_history``) on an ephemeral engine, exactly as a UI would. A session
+file that cannot be read is named on stderr and the others are listed.
 """
 
 from __future__ import annotations
@@ -51,7 +52,14 @@ async def _ask_engine(args: argparse.Namespace) -> int:
 
     from .. import Codex, EngineConfig
     from ..config import load_settings
-    from ..protocol import ErrorEvent, GetHistory, ListSessions, SessionHistory, SessionList
+    from ..protocol import (
+        ErrorEvent,
+        GetHistory,
+        ListSessions,
+        SessionHistory,
+        SessionList,
+        WarningEvent,
+    )
 
     settings = load_settings().settings
     config = EngineConfig(home=settings.home, ephemeral=True)
@@ -65,6 +73,8 @@ async def _ask_engine(args: argparse.Namespace) -> int:
         async for event in codex.events():
             if event.id != sub_id:
                 continue
+            if isinstance(event.msg, WarningEvent):
+                print(f"codexcore: warning: {event.msg.message}", file=sys.stderr)
             if isinstance(event.msg, SessionList):
                 _print_list(event.msg, as_json=args.json)
                 return 0

@@ -3,9 +3,10 @@
 from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import EngineConfig, SessionConfig
-from ._rollout import default_home, prune_sessions
+from ._rollout import BadRollout, default_home, list_sessions, prune_sessions
 
 __all__ = [
+    "BadRollout",
     "Codex",
     "EngineClosed",
     "EngineConfig",
@@ -14,6 +15,7 @@ __all__ = [
     "SessionConfig",
     "State",
     "default_home",
+    "list_sessions",
     "parse_submission",
     "prune_sessions",
 ]

@@ -30,7 +30,7 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import janus
@@ -76,6 +76,7 @@ from ._history import History, Item, UnknownBookmark
 from ._queues import LoopQueue
 from ._requests import InputError, user_message
 from ._rollout import (
+    BadRollout,
     LoadedSession,
     RolloutWriter,
     UnknownSession,
@@ -85,7 +86,7 @@ from ._rollout import (
     list_sessions,
     load_session,
     meta_record,
-    read_events,
+    read_session_events,
 )
 from ._session import RunningTask, Session
 from ._task import Task
@@ -97,6 +98,7 @@ if TYPE_CHECKING:
     from ..model import ModelClient
 
 log = get_logger(__name__)
+_T = TypeVar("_T")
 
 _NOT_STARTED = "the engine is not started: use `async with Codex()`"
 _LOOP_ONLY = (
@@ -179,6 +181,10 @@ class Codex:
     official seam for tests (see :mod:`codexcore.testing`). ``clients`` shares
     model clients between engines (a session host passes one pool to all of
     them and closes it itself); without it the engine owns a pool.
+
+    ``session_id`` is the id the engine's first new Session takes (a session
+    host passes the id it announced); other new Sessions get fresh ids, and a
+    resumed one keeps its recorded id.
     """
 
     def __init__(
@@ -188,8 +194,10 @@ class Codex:
         transport: httpx.AsyncBaseTransport | None = None,
         clients: ModelClientPool | None = None,
         threadsafe: bool = True,
+        session_id: str | None = None,
     ) -> None:
         self.config = config or EngineConfig()
+        self._first_session_id = session_id
         self._threadsafe = threadsafe
         self._owns_clients = clients is None
         self._clients = clients or ModelClientPool(self.config, transport=transport)
@@ -480,8 +488,10 @@ class Codex:
         append_to: Path | None = None,
     ) -> Session:
         """A Session, recorded in a new rollout (or appended to ``append_to``)
-        unless the engine is ephemeral."""
-        session_id = session_id or str(uuid.uuid4())
+        unless the engine is ephemeral. A new rollout's file is created with
+        the Session's first content: the forked branch, else its first Turn."""
+        reserved, self._first_session_id = self._first_session_id, None
+        session_id = session_id or reserved or str(uuid.uuid4())
         rollout = None
         if not self.config.ephemeral:
             if append_to is not None:
@@ -492,8 +502,8 @@ class Codex:
                 rollout.record(meta_record(session_id, now, config.cwd, forked_from))
             rollout.record(config_record(config))
             if history is not None and append_to is None:
-                for kind, items, response_id in history.branch():
-                    rollout.record({"type": kind, "items": list(items), "response_id": response_id})
+                for change in history.branch():
+                    rollout.record_change(*change)
         if self._session is not None:
             self._session.close()
         return Session(
@@ -688,17 +698,25 @@ class Codex:
     async def _list_sessions(self, sub: Submission, _: object) -> None:
         op = sub.op
         assert isinstance(op, ListSessions)
-        found = await asyncio.to_thread(list_sessions, self._home(), op.cwd, op.limit)
+        bad: list[BadRollout] = []
+        found = await asyncio.to_thread(
+            functools.partial(list_sessions, on_bad=bad.append), self._home(), op.cwd, op.limit
+        )
+        for exc in bad:
+            await self._emit(sub.id, WarningEvent(f"skipped a session file: {exc}"))
         await self._emit(sub.id, SessionList(tuple(found)))
 
     async def _get_history(self, sub: Submission, _: object) -> None:
         op = sub.op
         assert isinstance(op, GetHistory)
-        session_id = op.session_id or (self._session.id if self._session else None)
+        session = self._session
+        session_id = op.session_id or (session.id if session else self._first_session_id)
         if session_id is None:
             raise SubmissionRejected("no session yet, and no session_id given", "unknown_session")
-        path = await self._rollout_of(session_id)
-        events = await asyncio.to_thread(read_events, path)
+        events = self._unwritten_events(session_id)
+        if events is None:
+            path = await self._rollout_of(session_id)
+            events = await self._read(read_session_events, session_id, path)
         page = tuple(events[op.offset : op.offset + op.limit])
         await self._emit(sub.id, SessionHistory(session_id, op.offset, len(events), page))
 
@@ -722,9 +740,29 @@ class Codex:
         )
         await self._announce_session(sub.id)
 
+    def _unwritten_events(self, session_id: str) -> list[Event] | None:
+        """The events of this engine's session ``session_id`` while its file does not
+        exist yet (none before the first Session); None for any other session."""
+        session = self._session
+        if session is None:
+            return [] if session_id == self._first_session_id else None
+        if session.id != session_id or session.rollout is None:
+            return None
+        return session.rollout.held_events()
+
     async def _load(self, session_id: str) -> LoadedSession:
         await self._rollout_of(session_id)
-        return await asyncio.to_thread(load_session, self._home(), session_id)
+        return await self._read(load_session, session_id, self._home(), session_id)
+
+    async def _read(self, read: Callable[..., _T], session_id: str, *args: Any) -> _T:
+        """``read(*args)`` off the loop; a recorded session that cannot be read is refused,
+        naming its file and the problem."""
+        try:
+            return await asyncio.to_thread(read, *args)
+        except BadRollout as exc:
+            raise SubmissionRejected(
+                f"recorded session {session_id!r} cannot be read: {exc}", "bad_session"
+            ) from None
 
     async def _rollout_of(self, session_id: str) -> Path:
         try:

@@ -133,6 +133,17 @@ class History:
             segments.append(segment)
         return [item for segment in reversed(segments) for item in segment.items]
 
+    def latest_turn(self) -> tuple[str | None, list[Item]]:
+        """The newest response's id and every item from its Turn to the head: the
+        Turn's input and output, and whatever answers were recorded after it."""
+        segments = []
+        for segment in self._walk():
+            segments.append(segment)
+            if segment.response_id is not None:
+                break
+        response_id = segments[-1].response_id if segments else None
+        return response_id, [item for segment in reversed(segments) for item in segment.items]
+
     def _walk(self) -> Iterator[Segment]:
         segment = self.head
         while segment is not None:

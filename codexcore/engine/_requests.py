@@ -243,8 +243,28 @@ def function_output(call_id: str, output: str) -> Item:
 
 
 def call_output(call: Item, output: str) -> Item:
-    """The answer to ``call`` in the matching kind: a custom tool's for a custom call."""
+    """The answer to ``call`` in the matching kind: a custom tool's for a custom call
+    (``function_call``, and ``local_shell_call`` as Codex answers it, get a function's)."""
     call_id = str(call.get("call_id", ""))
     if call.get("type") == "custom_tool_call":
         return {"type": "custom_tool_call_output", "call_id": call_id, "output": output}
     return function_output(call_id, output)
+
+
+INTERRUPTED = "the user interrupted before this call ran"
+"""Why a call the Task stopped before got no real output."""
+
+CUT_OFF = "the session stopped before this call's output was recorded; it may or may not have run"
+"""Why a recorded call has no output: the process ended (a crash, kill -9) while it ran."""
+
+
+def unanswered_calls(items: Sequence[Item]) -> list[Item]:
+    """The calls in ``items`` that no output item in ``items`` answers, in order."""
+    answered = {item.get("call_id") for item in items if not is_call(item)}
+    return [item for item in items if is_call(item) and item.get("call_id") not in answered]
+
+
+def aborted_output(call: Item, why: str = INTERRUPTED) -> Item:
+    """The output that answers ``call`` when it never ran to an end, so the next
+    request is still a conversation the API accepts (every call answered)."""
+    return call_output(call, f"aborted: {why}")

@@ -9,29 +9,54 @@ one record a line:
   ``{"type": "fork", "response_id"}``: every change to the History, so that
   replaying them rebuilds it exactly, bookmarks included
 - ``{"type": "event", "event": {...}}``: every event but the streaming deltas
-  (whose content the complete events carry), written before the event is
+  (whose content the complete events carry), recorded before the event is
   queued for any UI
 
-Each record is written with one ``os.write`` of a whole line to a file opened
-for appending, with no buffering in between, so a process killed with
-``kill -9`` loses at most the line being written (the page cache survives the
-process). A torn or unreadable line is skipped on read, never fatal.
+A new session's file is created at its first change to the History (the
+model's first answer): what came before is held in memory and written with
+it, so a session that never had a conversation (a first request that
+failed) leaves no file behind. From then on each record is written with one
+``os.write`` of a whole line to a file opened for appending, with no
+buffering in between, so a process killed with ``kill -9`` loses at most the
+line being written (the page cache survives the process).
+
+A line counts once its newline is written: an unterminated last line is a
+write cut short and is left out when reading; resuming cuts it off before
+appending, so every line of a file is a whole record except, at most, its
+last. Any other line that is not a well-formed record makes the file bad
+(:class:`BadRollout`): it is skipped, with a warning, when listing, and
+refused when resuming or reading.
 """
 
 from __future__ import annotations
 
 import datetime
+import glob
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from types import NoneType
 from typing import Any
 
 import attrs
 import orjson
 
-from ..protocol import Event, SessionSummary, decode_event, encode_event, to_wire
+from .._logging import get_logger
+from ..protocol import (
+    ConfigureSession,
+    Event,
+    ProtocolError,
+    SessionSummary,
+    decode_event,
+    decode_submission,
+    encode_event,
+    to_wire,
+)
 from ._config import SessionConfig
 from ._history import History, Item, Journal
+from ._requests import CUT_OFF, aborted_output, unanswered_calls
+
+log = get_logger(__name__)
 
 FORMAT = 1
 
@@ -44,18 +69,42 @@ class UnknownSession(LookupError):
     """No rollout records a session with that id."""
 
 
-class RolloutWriter:
-    """Appends records to one session's rollout file."""
+class BadRollout(Exception):
+    """A rollout file that cannot be read as a session.
 
-    def __init__(self, path: Path) -> None:
-        _make_private_dirs(path.parent)
+    ``str()`` is one line naming the file and the problem; ``path`` and
+    ``problem`` hold each.
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = path, problem
+
+
+class RolloutWriter:
+    """Appends records to one session's rollout file.
+
+    ``RolloutWriter(path)`` continues the existing file ``path``. A
+    ``deferred`` writer (see :meth:`create`) holds its records in memory
+    until the first :meth:`record_change`, then creates the file and writes
+    them all with that change in one ``write``.
+    """
+
+    def __init__(self, path: Path, *, deferred: bool = False) -> None:
         self.path = path
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd: int | None = None
+        self._held: list[bytes] | None = [] if deferred else None
+        self._closed = False
+        if not deferred:
+            self._open(0)
+            self._cut_torn_tail()
 
     @classmethod
     def create(cls, home: Path, session_id: str, now: datetime.datetime) -> RolloutWriter:
+        """A deferred writer for a new session's file."""
         day = home / "sessions" / f"{now:%Y}" / f"{now:%m}" / f"{now:%d}"
-        return cls(day / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{session_id}.jsonl")
+        path = day / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{session_id}.jsonl"
+        return cls(path, deferred=True)
 
     def record(self, record: dict[str, Any]) -> None:
         self._write(orjson.dumps(record) + b"\n")
@@ -64,17 +113,67 @@ class RolloutWriter:
         # The event's bytes are spliced in: no dict is built per event.
         self._write(b'{"type":"event","event":' + encode_event(event) + b"}\n")
 
+    def record_change(self, kind: str, items: tuple[Item, ...], response_id: str | None) -> None:
+        """Record a change to the History: the session has content, so its file exists now."""
+        line = orjson.dumps({"type": kind, "items": list(items), "response_id": response_id})
+        if self._held is not None and not self._closed:
+            _make_private_dirs(self.path.parent)
+            self._open(os.O_CREAT | os.O_EXCL)
+            held, self._held = self._held, None
+            self._write(b"".join([*held, line, b"\n"]))
+        else:
+            self._write(line + b"\n")
+
+    def held_events(self) -> list[Event] | None:
+        """The events a deferred writer holds, oldest first; None once the file exists."""
+        if self._held is None:
+            return None
+        return _events_of(orjson.loads(line) for line in self._held)
+
+    def _open(self, flags: int) -> None:
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | flags, 0o600)
+
+    def _cut_torn_tail(self) -> None:
+        """Cut off an unterminated last line (a write that a crash cut short):
+        appending after it would glue the next record onto it and lose both.
+        Readers already leave it out, so the session loses nothing more."""
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        keep = _whole_lines_length(self._fd, size)
+        if keep < size:
+            log.warning("cutting off a torn last line", path=str(self.path), bytes=size - keep)
+            os.ftruncate(self._fd, keep)
+
     def _write(self, line: bytes) -> None:
-        if self._fd is None:
+        if self._closed:
             return
+        if self._held is not None:
+            self._held.append(line)
+            return
+        assert self._fd is not None
         written = os.write(self._fd, line)
         while written < len(line):  # rare: a short write to a regular file
             written += os.write(self._fd, line[written:])
 
     def close(self) -> None:
+        self._closed = True
+        self._held = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _whole_lines_length(fd: int, size: int, chunk: int = 64 * 1024) -> int:
+    """The length of the file's whole lines: up to and including its last newline."""
+    end = size
+    while end > 0:
+        start = max(0, end - chunk)
+        data = os.pread(fd, end - start, start)
+        newline = data.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
 
 
 def _make_private_dirs(directory: Path) -> None:
@@ -112,30 +211,95 @@ def meta_record(
 
 def journal(writer: RolloutWriter) -> Journal:
     """A History journal that records each change to the History in the rollout."""
-
-    def record(kind: str, items: tuple[Item, ...], response_id: str | None) -> None:
-        writer.record({"type": kind, "items": list(items), "response_id": response_id})
-
-    return record
+    return writer.record_change
 
 
 # --- reading -------------------------------------------------------------------
 
+_CHANGES = ("turn", "tool_outputs", "fork")
+_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "session_meta": {"session_id": (str,), "created_at": (str,), "cwd": (str,)},
+    "config": {"config": (dict,)},
+    "turn": {"items": (list,), "response_id": (str, NoneType)},
+    "tool_outputs": {"items": (list,), "response_id": (str, NoneType)},
+    "fork": {"response_id": (str,)},
+    "event": {"event": (dict,)},
+}
+"""The fields each record type must have, and their JSON types. A record type
+not listed here (one a newer writer added) is passed over by every reader."""
+
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Every readable record; torn or corrupt lines are skipped."""
-    with open(path, "rb") as file:
-        for line in file:
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                yield record
+    """Every record, in order; an unterminated last line (a torn write) is left out.
+
+    Raises :class:`BadRollout` when the file cannot be read or a whole line is
+    not a well-formed record.
+    """
+    for _, record in _numbered_records(path):
+        yield record
+
+
+def _numbered_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        with open(path, "rb") as file:
+            for number, line in enumerate(file, 1):
+                if not line.endswith(b"\n"):
+                    return  # the write of this line was cut short
+                yield number, _parse(path, number, line)
+    except OSError as exc:
+        raise BadRollout(path, _os_problem(exc)) from None
+
+
+def _os_problem(exc: OSError) -> str:
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory, not a session file"
+    if isinstance(exc, PermissionError):
+        return "cannot be read (permission denied)"
+    return f"cannot be read ({exc.strerror or exc})"
+
+
+def _parse(path: Path, number: int, line: bytes) -> dict[str, Any]:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        # orjson's own "line 1 column 7" would count within this one line only.
+        reason = str(exc).split(": line ")[0]
+        raise BadRollout(path, f"line {number} is not JSON ({reason})") from None
+    problem = _shape_problem(record)
+    if problem is not None:
+        raise BadRollout(path, f"line {number} {problem}")
+    assert isinstance(record, dict)
+    return record
+
+
+def _shape_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return "is not a JSON object"
+    kind = record.get("type")
+    if not isinstance(kind, str):
+        return "has no record type"
+    for name, types in _FIELDS.get(kind, {}).items():
+        if not isinstance(record.get(name), types):
+            return f"is a {kind} record whose {name!r} is missing or of the wrong type"
+    if kind in ("turn", "tool_outputs") and not all(isinstance(i, dict) for i in record["items"]):
+        return f"is a {kind} record whose items are not all objects"
+    return None
+
+
+_NAME_LENGTH = len("rollout-2026-01-01T00-00-00-.jsonl")
 
 
 def find_rollout(home: Path, session_id: str) -> Path:
-    matches = sorted((home / "sessions").glob(f"*/*/*/rollout-*-{session_id}.jsonl"))
+    """The rollout of the session ``session_id`` (the newest, should there be two)."""
+    if not session_id or "/" in session_id or "\0" in session_id:
+        raise UnknownSession(session_id)
+    pattern = f"*/*/*/rollout-*-{glob.escape(session_id)}.jsonl"
+    # The id must be the whole id: "*" would also match the head of a longer one.
+    matches = sorted(
+        path
+        for path in (home / "sessions").glob(pattern)
+        if len(path.name) == _NAME_LENGTH + len(session_id)
+    )
     if not matches:
         raise UnknownSession(session_id)
     return matches[-1]
@@ -150,37 +314,86 @@ class LoadedSession:
 
 
 def load_session(home: Path, session_id: str) -> LoadedSession:
-    """Rebuild a recorded session's configuration and History."""
+    """Rebuild a recorded session's configuration and History.
+
+    A call the History holds no output for (the process ended while it ran)
+    is answered as aborted, before the next change and at the end, so the
+    conversation sent next is one the API accepts. Raises
+    :class:`UnknownSession` and :class:`BadRollout`.
+    """
     path = find_rollout(home, session_id)
-    config: SessionConfig | None = None
+    meta = config = None
     history = History()
-    for record in read_records(path):
-        kind = record.get("type")
-        if kind == "config":
-            config = _config_from(record["config"])
-        elif kind in ("turn", "tool_outputs", "fork"):
-            history.replay(kind, tuple(record.get("items") or ()), record.get("response_id"))
+    number = 0
+    for number, record in _numbered_records(path):
+        kind = record["type"]
+        if kind == "session_meta":
+            meta = record
+        elif kind == "config":
+            config = _config_from(path, number, record["config"])
+        elif kind in _CHANGES:
+            if kind != "tool_outputs":
+                _close_unanswered(history)
+            history.replay(kind, tuple(record.get("items") or ()), record["response_id"])
+    if meta is None:
+        raise BadRollout(path, _missing("session_meta", path, number))
     if config is None:
-        raise UnknownSession(f"{session_id}: the rollout has no configuration record")
+        raise BadRollout(path, _missing("config", path, number))
+    _close_unanswered(history)
     return LoadedSession(session_id, config, history, path)
 
 
-def _config_from(data: dict[str, Any]) -> SessionConfig:
-    from ..protocol import SandboxPolicy
+def _missing(kind: str, path: Path, records: int) -> str:
+    """Why a file has no ``kind`` record."""
+    if records:
+        return f"has no {kind} record"
+    try:
+        empty = path.stat().st_size == 0
+    except OSError as exc:
+        return _os_problem(exc)
+    return "is empty" if empty else "holds no whole line (its first write was cut short)"
 
-    policy = data.get("sandbox_policy") or {}
-    sandbox = SandboxPolicy(
-        policy.get("type", "workspace-write"),
-        tuple(policy.get("writable_roots", ())),
-        bool(policy.get("network_access", False)),
-    )
-    fields = {f.name for f in attrs.fields(SessionConfig)} - {"sandbox_policy"}
-    return SessionConfig(sandbox_policy=sandbox, **{k: v for k, v in data.items() if k in fields})
+
+def _close_unanswered(history: History) -> None:
+    """Answer, as aborted, the calls of the newest Turn that nothing answered."""
+    response_id, items = history.latest_turn()
+    calls = unanswered_calls(items)
+    if calls:
+        outputs = tuple(aborted_output(call, CUT_OFF) for call in calls)
+        history.replay("tool_outputs", outputs, response_id)
+
+
+def _config_from(path: Path, number: int, data: dict[str, Any]) -> SessionConfig:
+    """The recorded configuration, checked as a ``configure_session`` would be."""
+    names = {field.name for field in attrs.fields(ConfigureSession)}
+    op = {"type": "configure_session", **{k: v for k, v in data.items() if k in names}}
+    try:
+        submission = decode_submission({"id": "config", "op": op})
+    except ProtocolError as exc:
+        raise BadRollout(
+            path, f"line {number} is a config record that is not valid: {exc}"
+        ) from None
+    assert isinstance(submission.op, ConfigureSession)
+    return SessionConfig().overlay(submission.op)
 
 
 def read_events(path: Path) -> list[Event]:
+    """The events recorded in ``path``, oldest first (raises :class:`BadRollout`)."""
+    return _events_of(read_records(path))
+
+
+def read_session_events(path: Path) -> list[Event]:
+    """The events of the recorded session in ``path``: as :func:`read_events`, and a
+    file that records no session (no ``session_meta``), as listing skips it, is bad."""
+    records = list(read_records(path))
+    if not any(record["type"] == "session_meta" for record in records):
+        raise BadRollout(path, _missing("session_meta", path, len(records)))
+    return _events_of(records)
+
+
+def _events_of(records: Iterable[dict[str, Any]]) -> list[Event]:
     events = []
-    for record in read_records(path):
+    for record in records:
         if record.get("type") == "event":
             try:
                 events.append(decode_event(record["event"]))
@@ -189,58 +402,95 @@ def read_events(path: Path) -> list[Event]:
     return events
 
 
-def list_sessions(home: Path, cwd: str | None = None, limit: int = 50) -> list[SessionSummary]:
+def _log_bad(exc: BadRollout) -> None:
+    # The message itself names the file: a program that configured no logging
+    # shows only the message (Python's last-resort handler, on stderr).
+    log.warning(f"skipping a session file that cannot be read: {exc}", path=str(exc.path))
+
+
+def list_sessions(
+    home: Path,
+    cwd: str | None = None,
+    limit: int | None = 50,
+    *,
+    on_bad: Callable[[BadRollout], None] = _log_bad,
+) -> list[SessionSummary]:
     """Recorded sessions, most recently written first, optionally only those
-    started in ``cwd``. Only files up to ``limit`` matches are read."""
-    paths = sorted(
-        (home / "sessions").glob("*/*/*/rollout-*.jsonl"),
-        key=lambda path: path.stat().st_mtime_ns,
-        reverse=True,
-    )
+    started in ``cwd``. Only files up to ``limit`` matches are read.
+
+    A file that cannot be read as a session is skipped and handed to
+    ``on_bad`` (by default: logged as a warning naming it).
+    """
     found = []
-    for path in paths:
-        summary = _summarize(path)
-        if summary is None or (cwd is not None and summary.cwd != os.path.abspath(cwd)):
+    for path in _newest_first(home):
+        try:
+            summary = _summarize(path)
+        except BadRollout as exc:
+            on_bad(exc)
+            continue
+        if cwd is not None and summary.cwd != os.path.abspath(cwd):
             continue
         found.append(summary)
-        if len(found) >= limit:
+        if limit is not None and len(found) >= limit:
             break
     return found
 
 
-def _summarize(path: Path) -> SessionSummary | None:
+def _newest_first(home: Path) -> list[Path]:
+    def mtime(path: Path) -> int:
+        try:
+            return path.stat().st_mtime_ns
+        except OSError:
+            return 0  # reading it will say what is wrong
+
+    paths = (home / "sessions").glob("*/*/*/rollout-*.jsonl")
+    return sorted(paths, key=mtime, reverse=True)
+
+
+def _summarize(path: Path) -> SessionSummary:
     meta: dict[str, Any] | None = None
     user_messages: list[str] = []
-    count = 0
+    count = records = 0
     for record in read_records(path):
-        kind = record.get("type")
+        records += 1
+        kind = record["type"]
         if kind == "session_meta":
             meta = record
         elif kind == "turn":
-            for item in record.get("items") or ():
+            for item in record["items"]:
                 if item.get("type") == "message":
                     count += 1
                     if item.get("role") == "user":
                         user_messages.append(_text_of(item))
     if meta is None:
-        return None
-    updated = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+        raise BadRollout(path, _missing("session_meta", path, records))
+    try:
+        updated = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+    except OSError as exc:
+        raise BadRollout(path, _os_problem(exc)) from None
+    forked_from = meta.get("forked_from")
     return SessionSummary(
-        session_id=str(meta.get("session_id")),
-        created_at=str(meta.get("created_at")),
+        session_id=meta["session_id"],
+        created_at=meta["created_at"],
         updated_at=updated.isoformat(),
-        cwd=str(meta.get("cwd")),
+        cwd=meta["cwd"],
         first_user_message=user_messages[0] if user_messages else None,
         last_user_message=user_messages[-1] if user_messages else None,
         message_count=count,
         path=str(path),
-        forked_from=meta.get("forked_from"),
+        forked_from=forked_from if isinstance(forked_from, str) else None,
     )
 
 
 def _text_of(item: Item) -> str:
     parts = item.get("content") or []
-    return " ".join(p.get("text", "") for p in parts if p.get("type") == "input_text")
+    if isinstance(parts, str):
+        return parts
+    return " ".join(
+        str(p.get("text", ""))
+        for p in parts
+        if isinstance(p, dict) and p.get("type") == "input_text"
+    )
 
 
 def prune_sessions(
@@ -253,7 +503,11 @@ def prune_sessions(
     )
     removed = []
     for path in sorted((home / "sessions").glob("*/*/*/rollout-*.jsonl")):
-        if path.stat().st_mtime < horizon:
+        try:
+            stale = not path.is_dir() and path.lstat().st_mtime < horizon
+        except OSError:
+            continue  # gone meanwhile
+        if stale:
             if not dry_run:
                 path.unlink()
             removed.append(path)

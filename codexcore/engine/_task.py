@@ -39,8 +39,8 @@ from ._config import SessionConfig
 from ._history import History, Item
 from ._requests import (
     TOOLS,
+    aborted_output,
     build_request,
-    call_output,
     is_call,
     is_refusal,
     message_text,
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from ..model import ModelClient  # httpx: loaded on first use, not with the engine
 
 Emit = Callable[[EventMsg], Awaitable[None]]
-ABORTED_OUTPUT = "aborted: the user interrupted before this call ran"
 
 
 @attrs.frozen
@@ -164,5 +163,5 @@ class Task:
                 outputs.append(await self._tools.call(call, diff))
         finally:
             for call in calls[len(outputs) :]:
-                outputs.append(call_output(call, ABORTED_OUTPUT))
+                outputs.append(aborted_output(call))
             self._history.record_tool_outputs(outputs, response_id)
