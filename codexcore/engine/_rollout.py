@@ -20,6 +20,7 @@ process). A torn or unreadable line is skipped on read, never fatal.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 from collections.abc import Iterator
@@ -29,11 +30,14 @@ from typing import Any
 import attrs
 import orjson
 
+from .._logging import get_logger
 from ..protocol import Event, SessionSummary, decode_event, encode_event, to_wire
 from ._config import SessionConfig
 from ._history import History, Item, Journal
 
 FORMAT = 1
+
+log = get_logger(__name__)
 
 
 def default_home() -> Path:
@@ -45,17 +49,36 @@ class UnknownSession(LookupError):
 
 
 class RolloutWriter:
-    """Appends records to one session's rollout file."""
+    """Appends records to one session's rollout file.
 
-    def __init__(self, path: Path) -> None:
-        _make_private_dirs(path.parent)
+    Recording never fails the session: a write that fails (a full disk, a
+    file system gone read-only) is dropped, any part of its line already
+    written is cut off again so the next record starts on a line of its own,
+    and writing is tried again with the next record. The first failure, and
+    the first success after failures, leave a message in :attr:`news` for
+    the engine to show as a warning. ``header`` records (the session's
+    metadata and configuration) are kept until they are written, so a file
+    that could not be started at first still begins with them.
+    """
+
+    def __init__(self, path: Path, header: tuple[dict[str, Any], ...] = ()) -> None:
         self.path = path
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.news: str | None = None
+        self._fd: int | None = None
+        self._closed = False
+        self._failure: OSError | None = None
+        self._lost = 0
+        self._header = b"".join(orjson.dumps(record) + b"\n" for record in header)
+        self._open()
+        if self._header:
+            self._write(b"")
 
     @classmethod
-    def create(cls, home: Path, session_id: str, now: datetime.datetime) -> RolloutWriter:
+    def create(
+        cls, home: Path, session_id: str, now: datetime.datetime, header: tuple[dict[str, Any], ...]
+    ) -> RolloutWriter:
         day = home / "sessions" / f"{now:%Y}" / f"{now:%m}" / f"{now:%d}"
-        return cls(day / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{session_id}.jsonl")
+        return cls(day / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{session_id}.jsonl", header)
 
     def record(self, record: dict[str, Any]) -> None:
         self._write(orjson.dumps(record) + b"\n")
@@ -64,17 +87,73 @@ class RolloutWriter:
         # The event's bytes are spliced in: no dict is built per event.
         self._write(b'{"type":"event","event":' + encode_event(event) + b"}\n")
 
+    def _open(self) -> None:
+        try:
+            _make_private_dirs(self.path.parent)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError as exc:
+            self._failed(exc)
+
     def _write(self, line: bytes) -> None:
-        if self._fd is None:
+        if self._closed:
             return
-        written = os.write(self._fd, line)
-        while written < len(line):  # rare: a short write to a regular file
-            written += os.write(self._fd, line[written:])
+        if self._fd is None:
+            self._open()
+            if self._fd is None:
+                return
+        data = self._header + line
+        try:
+            _write_whole(self._fd, data)
+        except OSError as exc:
+            self._failed(exc)
+            return
+        self._header = b""
+        if self._failure is not None:
+            self.news = (
+                f"session recording works again ({self.path}); {self._lost} record(s) "
+                "written meanwhile were lost"
+            )
+            self._failure, self._lost = None, 0
+
+    def _failed(self, exc: OSError) -> None:
+        if self._failure is None:
+            self.news = (
+                f"cannot record the session in {self.path}: {exc.strerror or exc}; "
+                "the session goes on unrecorded until writing works again"
+            )
+            log.warning("rollout.write_failed", path=str(self.path), error=str(exc))
+        self._failure = exc
+        self._lost += 1
+
+    def take_news(self) -> str | None:
+        """The message about recording to show the user, once; None if nothing changed."""
+        news, self.news = self.news, None
+        return news
 
     def close(self) -> None:
+        self._closed = True
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write all of ``data`` at the end of the file, or none of it.
+
+    A write that fails after a short one (the disk filled up half-way) cuts
+    the part already written, so no torn line is left for the next record to
+    be glued onto. The file is only ever appended to by this one writer, so
+    its size less what was written is where the line began.
+    """
+    written = 0
+    try:
+        while written < len(data):  # a short write to a regular file is rare
+            written += os.write(fd, data[written:])
+    except OSError:
+        if written:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, os.fstat(fd).st_size - written)
+        raise
 
 
 def _make_private_dirs(directory: Path) -> None:
