@@ -379,9 +379,9 @@ async def test_a_full_disk_warns_and_the_tasks_go_on(
 
 # --- a model that stalls, cuts the stream or answers garbage --------------------------------
 
-IDLE_TIMEOUT = 0.5
+IDLE_TIMEOUT = 1.0
 HTML = "<html><body><h1>502 Bad Gateway</h1></body></html>"
-STALL = r"stream idle: no data for 0.5 s"
+STALL = r"stream idle: no data for 1 s"
 MODEL_FAULTS: dict[str, tuple[ScriptedResponse, str]] = {
     # fault: (the reply, what the error must say)
     "stall_before_any_event": (ScriptedResponse(steps=(Hang(),)), STALL),
