@@ -216,6 +216,7 @@ class Codex:
         self._discarding = False
         self._dispatching = False
         self._close_requested = False
+        self._recording_news: str | None = None  # for the next event's emitter to tell
         acks = self.config.acknowledge_submissions
         self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
 
@@ -408,12 +409,25 @@ class Codex:
             # Nothing here suspends (see below), so nothing can interleave, and
             # the lock's two calls into asyncio would only add work.
             await queue.put(self._number(sub_id, msg))
-            return
-        self._locked_emits += 1
-        try:
-            await self._emit_locked(queue, sub_id, msg)
-        finally:
-            self._locked_emits -= 1
+        else:
+            self._locked_emits += 1
+            try:
+                await self._emit_locked(queue, sub_id, msg)
+            finally:
+                self._locked_emits -= 1
+        if self._recording_news is not None:
+            await self._tell_recording(sub_id)
+
+    async def _tell_recording(self, sub_id: str) -> None:
+        """Warn that recording the session failed, or works again (see RolloutWriter).
+
+        Said after the event whose recording brought the news, under its id;
+        the warning's own recording can bring news only by changing the state
+        again, so this ends.
+        """
+        news, self._recording_news = self._recording_news, None
+        if news is not None:
+            await self._emit(sub_id, WarningEvent(news))
 
     async def _emit_locked(
         self, queue: janus.AsyncQueue[Event], sub_id: str, msg: EventMsg
@@ -458,7 +472,10 @@ class Codex:
         self._seq += 1
         session = self._session
         if session is not None and session.rollout is not None and msg.TYPE not in UNRECORDED:
-            session.rollout.record_event(event)
+            rollout = session.rollout
+            rollout.record_event(event)
+            if rollout.news is not None:  # set by this record or an earlier History record
+                self._recording_news = rollout.take_news()
         return event
 
     def _emitter(self, sub_id: str) -> Callable[[EventMsg], Awaitable[None]]:

@@ -30,6 +30,7 @@ refused when resuming or reading.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import glob
 import os
@@ -60,6 +61,8 @@ log = get_logger(__name__)
 
 FORMAT = 1
 
+log = get_logger(__name__)
+
 
 def default_home() -> Path:
     return Path(os.environ.get("CODEXCORE_HOME") or Path.home() / ".codexcore")
@@ -84,20 +87,34 @@ class BadRollout(Exception):
 class RolloutWriter:
     """Appends records to one session's rollout file.
 
-    ``RolloutWriter(path)`` continues the existing file ``path``. A
-    ``deferred`` writer (see :meth:`create`) holds its records in memory
-    until the first :meth:`record_change`, then creates the file and writes
-    them all with that change in one ``write``.
+    ``RolloutWriter(path)`` continues the existing file ``path``, cutting off
+    a torn last line first. A ``deferred`` writer (see :meth:`create`) holds
+    its records in memory until the first :meth:`record_change`, then
+    creates the file and writes them all with that change in one ``write``.
+
+    Recording never fails the session: a write that fails (a full disk, a
+    file system gone read-only) is dropped, any part of its line already
+    written is cut off again so the next record starts on a line of its own,
+    and writing is tried again with the next record. Records still held
+    (the session's metadata and configuration, at least) stay held until
+    they are written, so the file always begins with them. The first
+    failure, and the first success after failures, leave a message for the
+    engine to show as a warning (:meth:`take_news`).
     """
 
     def __init__(self, path: Path, *, deferred: bool = False) -> None:
         self.path = path
+        self.news: str | None = None
         self._fd: int | None = None
         self._held: list[bytes] | None = [] if deferred else None
+        self._due = not deferred  # whether the file should exist by now
         self._closed = False
+        self._failure: OSError | None = None
+        self._lost = 0
         if not deferred:
             self._open(0)
-            self._cut_torn_tail()
+            if self._fd is not None:
+                self._cut_torn_tail()
 
     @classmethod
     def create(cls, home: Path, session_id: str, now: datetime.datetime) -> RolloutWriter:
@@ -115,23 +132,36 @@ class RolloutWriter:
 
     def record_change(self, kind: str, items: tuple[Item, ...], response_id: str | None) -> None:
         """Record a change to the History: the session has content, so its file exists now."""
-        line = orjson.dumps({"type": kind, "items": list(items), "response_id": response_id})
-        if self._held is not None and not self._closed:
-            _make_private_dirs(self.path.parent)
-            self._open(os.O_CREAT | os.O_EXCL)
-            held, self._held = self._held, None
-            self._write(b"".join([*held, line, b"\n"]))
-        else:
-            self._write(line + b"\n")
+        self._due = True
+        self._write(
+            orjson.dumps({"type": kind, "items": list(items), "response_id": response_id}) + b"\n"
+        )
 
     def held_events(self) -> list[Event] | None:
-        """The events a deferred writer holds, oldest first; None once the file exists."""
+        """The events a deferred writer holds, oldest first; None once they are written."""
         if self._held is None:
             return None
         return _events_of(orjson.loads(line) for line in self._held)
 
-    def _open(self, flags: int) -> None:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | flags, 0o600)
+    def take_news(self) -> str | None:
+        """The message about recording to show the user, once; None if nothing changed."""
+        news, self.news = self.news, None
+        return news
+
+    def close(self) -> None:
+        self._closed = True
+        self._held = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _open(self, flags: int, *, make_dirs: bool = False) -> None:
+        try:
+            if make_dirs:
+                _make_private_dirs(self.path.parent)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | flags, 0o600)
+        except OSError as exc:
+            self._failed(exc)
 
     def _cut_torn_tail(self) -> None:
         """Cut off an unterminated last line (a write that a crash cut short):
@@ -147,20 +177,47 @@ class RolloutWriter:
     def _write(self, line: bytes) -> None:
         if self._closed:
             return
-        if self._held is not None:
-            self._held.append(line)
+        if self._fd is None:
+            if not self._due:
+                assert self._held is not None
+                self._held.append(line)  # a new file waits for the session's first content
+                return
+            if not self._reopen():
+                self._lost += 1
+                return
+        fd = self._fd
+        assert fd is not None  # opened above, or the record was dropped
+        data = b"".join([*self._held, line]) if self._held else line
+        try:
+            _write_whole(fd, data)
+        except OSError as exc:
+            self._failed(exc)
+            self._lost += 1
             return
-        assert self._fd is not None
-        written = os.write(self._fd, line)
-        while written < len(line):  # rare: a short write to a regular file
-            written += os.write(self._fd, line[written:])
-
-    def close(self) -> None:
-        self._closed = True
         self._held = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._failure is not None:
+            self.news = (
+                f"session recording works again ({self.path}); {self._lost} record(s) "
+                "written meanwhile were lost"
+            )
+            self._failure, self._lost = None, 0
+
+    def _reopen(self) -> bool:
+        """Open the file to write the next record: create a new one (``O_EXCL``,
+        so a path planted in advance fails the recording rather than taking it),
+        or reopen one whose opening failed before."""
+        exclusive = os.O_EXCL if self._held is not None else 0
+        self._open(os.O_CREAT | exclusive, make_dirs=True)
+        return self._fd is not None
+
+    def _failed(self, exc: OSError) -> None:
+        if self._failure is None:
+            self.news = (
+                f"cannot record the session in {self.path}: {exc.strerror or exc}; "
+                "the session goes on unrecorded until writing works again"
+            )
+            log.warning("rollout.write_failed", path=str(self.path), error=str(exc))
+        self._failure = exc
 
 
 def _whole_lines_length(fd: int, size: int, chunk: int = 64 * 1024) -> int:
@@ -174,6 +231,25 @@ def _whole_lines_length(fd: int, size: int, chunk: int = 64 * 1024) -> int:
             return start + newline + 1
         end = start
     return 0
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write all of ``data`` at the end of the file, or none of it.
+
+    A write that fails after a short one (the disk filled up half-way) cuts
+    the part already written, so no torn line is left for the next record to
+    be glued onto. The file is only ever appended to by this one writer, so
+    its size less what was written is where the line began.
+    """
+    written = 0
+    try:
+        while written < len(data):  # a short write to a regular file is rare
+            written += os.write(fd, data[written:])
+    except OSError:
+        if written:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, os.fstat(fd).st_size - written)
+        raise
 
 
 def _make_private_dirs(directory: Path) -> None:

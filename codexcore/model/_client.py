@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import ssl
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -179,8 +180,10 @@ class _ResponseReader:
     __slots__ = (
         "_chunks",
         "_completed",
+        "_content_type",
         "_decoder",
         "_done",
+        "_head",
         "_idle_timeout",
         "_waiter",
         "_watchdog",
@@ -196,6 +199,10 @@ class _ResponseReader:
         self._decoder = SSEDecoder()
         self._completed: Completed | None = None
         self._done = False
+        self._content_type = response.headers.get("content-type")
+        # What the body began with, kept until the first event: it names the
+        # problem when the reply turns out to be no event stream at all.
+        self._head: bytes | None = b""
         self._waiter: asyncio.Task[Any] | None = None  # the task waiting for a chunk
         self._watchdog = IdleTimer(idle_timeout, self._cancel_waiter)
 
@@ -247,13 +254,18 @@ class _ResponseReader:
         self._done = True
         self._decoder.flush()
         if self._completed is None:
+            if self._head and not _SSE_START.match(self._head):
+                raise _not_an_event_stream(self._content_type, self._head)
             raise RetryableError("stream closed before response.completed")
         _log.debug("model.completed", response_id=self._completed.response_id)
         return [self._completed]
 
     def _decode(self, chunk: bytes) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        for kind, data in self._decoder.feed_raw(chunk):
+        decoded = self._decoder.feed_raw(chunk)
+        if self._head is not None:
+            self._head = None if decoded else (self._head + chunk)[:_HEAD_LIMIT]
+        for kind, data in decoded:
             event = decode_data(kind, data)
             if event is None:
                 continue
@@ -262,6 +274,22 @@ class _ResponseReader:
                 break
             events.append(event)
         return events
+
+
+_HEAD_LIMIT = 200
+_SSE_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*(?:event|data|id|retry)?:")
+"""How an event stream begins: a field (or a comment) on its first non-blank line."""
+
+
+def _not_an_event_stream(content_type: str | None, head: bytes) -> ModelError:
+    """A 2xx reply that is no event stream (an HTML page, a JSON body, noise): the base
+    URL most likely points at something else, so asking again would not help."""
+    text = head.decode("utf-8", "replace")
+    return ModelError(
+        f"the reply is not an event stream (content-type: {content_type or 'none'}); "
+        f"it began: {text!r}",
+        code="bad_response",
+    )
 
 
 def _default_transport(verify: ssl.SSLContext | bool) -> httpx.AsyncBaseTransport | None:

@@ -45,7 +45,9 @@ class ModelError(Exception):
     ``code`` is stable and meant for programs: ``"bad_request"``,
     ``"unauthorized"``, ``"forbidden"``, ``"not_found"``, ``"http_error"``
     (another non-retryable HTTP status), ``"transport_error"`` (a request
-    that cannot be sent, e.g. an unsupported URL scheme), ``"response_failed"``,
+    that cannot be sent, e.g. an unsupported URL scheme), ``"bad_response"``
+    (a successful status whose body is no event stream: an HTML page, a JSON
+    body, noise; the message quotes how it began), ``"response_failed"``,
     ``"incomplete"`` or ``"retries_exhausted"``. ``message`` is for people and
     carries the server's own words when there are any. ``status`` is the HTTP
     status involved, if any; ``server_code`` the error code the server gave
