@@ -100,7 +100,8 @@ def engine_config(args: argparse.Namespace) -> Any:
         print(f"codexcore: warning: {warning}", file=sys.stderr)
     cwd = os.path.abspath(args.cd or os.getcwd())
     changes = {"ephemeral": True} if getattr(args, "ephemeral", False) else {}
-    return loaded.settings.engine_config(cwd=cwd, **changes)
+    # A one-shot process: the lean transport spares it httpcore and anyio (docs/performance.md).
+    return loaded.settings.engine_config(cwd=cwd, lean_transport=True, **changes)
 
 
 class _ExecRun:
