@@ -56,7 +56,8 @@ class ModelClient:
     proxies from ``HTTPS_PROXY`` and friends, ``SSL_CERT_FILE``. ``verify`` is
     httpx's: pass one ``ssl.SSLContext`` to many clients to load the CA
     bundle only once. ``transport`` replaces the transport, e.g. with
-    ``httpx.MockTransport`` in tests, or with :func:`lean_transport`.
+    ``httpx.MockTransport`` in tests (the engine's ``lean_transport`` option
+    puts codexcore's own HTTP/1.1 transport here).
 
     ``http_client`` is an ``httpx.AsyncClient`` of the caller's, used as it
     is: its transport, proxy, limits, event hooks, auth and headers (then
