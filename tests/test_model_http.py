@@ -382,11 +382,13 @@ def _pool(kind: str, **config: Any) -> ModelClientPool:
     return ModelClientPool(EngineConfig(lean_transport=kind == "lean", **config))
 
 
-def test_the_library_default_is_httpx_own_transport() -> None:
-    client = ModelClientPool().get("http://127.0.0.1:9/v1")
-    lean = _pool("lean").get("http://127.0.0.1:9/v1")
-    assert type(client._http._transport) is httpx.AsyncHTTPTransport
-    assert type(lean._http._transport).__name__ == "H11Transport"
+async def test_the_library_default_is_httpx_own_transport() -> None:
+    async with (
+        ModelClientPool().get("http://127.0.0.1:9/v1") as client,
+        _pool("lean").get("http://127.0.0.1:9/v1") as lean,
+    ):
+        assert type(client._http._transport) is httpx.AsyncHTTPTransport
+        assert type(lean._http._transport).__name__ == "H11Transport"
 
 
 @pytest.mark.parametrize("kind", TRANSPORTS)
