@@ -33,8 +33,14 @@ SNIPPETS: list[tuple[str, str, str]] = [
         "",
     ),
     (
-        "… and its first model client (`ModelClientPool().get(None)`: httpx, h11, TLS context)",
+        "… and its first model client (`ModelClientPool().get(None)`: httpx, httpcore, TLS)",
         "import codexcore; codexcore.ModelClientPool().get(None)",
+        "",
+    ),
+    (
+        "… the same with the lean transport, as `exec` and `serve` (httpx, h11, TLS context)",
+        "import codexcore; codexcore.ModelClientPool(codexcore.EngineConfig(lean_transport=True))"
+        ".get(None)",
         "",
     ),
     (

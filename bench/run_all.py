@@ -17,6 +17,7 @@ BENCHMARKS = (
     "bench_engine.py",
     "bench_sse.py",
     "bench_import.py",
+    "bench_transport.py",
     "bench_memory.py",
     "bench_protocol.py",
 )

@@ -12,7 +12,9 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
+from codexcore.engine import EngineConfig, ModelClientPool
 from codexcore.model import Completed, ModelClient, RetryPolicy, RetryScheduled
+from codexcore.model._client import lean_transport
 from codexcore.model._transport import H11Transport
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
 
@@ -286,7 +288,9 @@ async def test_the_model_client_retries_over_it_and_completes() -> None:
 
     async with serving(flaky) as (url, _):
         policy = RetryPolicy(max_attempts=3, base_delay=0.01)
-        async with ModelClient(base_url=url, api_key="k", retry=policy) as model_client:
+        async with ModelClient(
+            base_url=url, api_key="k", retry=policy, transport=H11Transport()
+        ) as model_client:
             events = [event async for event in model_client.stream({"model": "m", "input": []})]
     assert sum(isinstance(event, RetryScheduled) for event in events) == 1
     assert isinstance(events[-1], Completed)
@@ -296,12 +300,13 @@ def test_a_model_request_loads_neither_httpcore_nor_anyio() -> None:
     # What the transport is for: a one-shot process pays for neither.
     script = """
 import asyncio, sys
-from codexcore.model import ModelClient
+from codexcore.engine import EngineConfig, ModelClientPool
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
 
 async def main():
     async with ScriptedResponsesServer(ScriptedModel([text_response("hi")])) as server:
-        async with ModelClient(base_url=server.base_url, api_key="k") as client:
+        pool = ModelClientPool(EngineConfig(api_key="k", lean_transport=True))
+        async with pool.get(server.base_url) as client:
             events = [e async for e in client.stream({"model": "m", "input": []})]
     assert type(events[-1]).__name__ == "Completed", events
     print(sorted(m for m in ("httpcore", "anyio") if m in sys.modules))
@@ -324,7 +329,9 @@ async def test_a_proxy_variable_hands_the_requests_to_httpx_own_transport(
         # A plain-http proxy gets the absolute URL; the scripted server answers any path
         # ending in /responses, so it stands in for the proxy and the model at once.
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
-        async with ModelClient(base_url="http://model.invalid/v1", api_key="k") as client:
+        assert lean_transport() is None
+        pool = ModelClientPool(EngineConfig(api_key="k", lean_transport=True))
+        async with pool.get("http://model.invalid/v1") as client:
             events = [event async for event in client.stream({"model": "m", "input": []})]
     assert isinstance(events[-1], Completed)
     assert len(model.requests) == 1

@@ -167,7 +167,8 @@ def _check_sessions(report: _Report, settings: Settings) -> None:
     good = list_sessions(home, limit=None, on_bad=bad.append)
     for exc in bad:
         report.line("warn", f"sessions: skipped (cannot be read): {exc}")
-    report.line("ok", f"sessions: {len(good)} recorded under {display_path(str(home / 'sessions'))}")
+    where = display_path(str(home / "sessions"))
+    report.line("ok", f"sessions: {len(good)} recorded under {where}")
 
 
 async def _reach_provider(settings: Settings, seconds: float) -> tuple[Status, str]:

@@ -121,7 +121,8 @@ def engine_config(args: argparse.Namespace, loaded: LoadedSettings) -> Any:
     """The EngineConfig the loaded settings describe, in the directory of ``--cd``."""
     cwd = os.path.abspath(args.cd or os.getcwd())
     changes = {"ephemeral": True} if getattr(args, "ephemeral", False) else {}
-    return loaded.settings.engine_config(cwd=cwd, **changes)
+    # A one-shot process: the lean transport spares it httpcore and anyio (docs/performance.md).
+    return loaded.settings.engine_config(cwd=cwd, lean_transport=True, **changes)
 
 
 class _ExecRun:

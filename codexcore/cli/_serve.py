@@ -148,7 +148,10 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     for warning in loaded.warnings:
         _say(f"warning: {warning}")
     engine = loaded.settings.engine_config(
-        cwd=args.cwd or os.getcwd(), event_queue_size=ENGINE_EVENT_QUEUE, ephemeral=args.ephemeral
+        cwd=args.cwd or os.getcwd(),
+        event_queue_size=ENGINE_EVENT_QUEUE,
+        ephemeral=args.ephemeral,
+        lean_transport=True,  # a server's CPU per Task (docs/performance.md, A5)
     )
     return HostConfig(
         engine=engine,

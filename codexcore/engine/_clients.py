@@ -6,8 +6,8 @@ Sessions draw clients from a pool keyed by base_url, and whoever owns the
 pool closes it. A lone engine owns a pool of its own, with one client.
 
 One client carries at most 100 requests at once (httpx's default limit,
-which the model client's transport keeps), and httpcore, which replaces that
-transport when a proxy is set, does bookkeeping that grows quadratically with
+which the lean transport keeps too), and httpcore, httpx's own transport and
+the library's default, does bookkeeping that grows quadratically with
 the connections in one pool (1,000 running sessions over real HTTP: 56 s on
 one client, 7 s on ten). So a pool may hold several shards per base_url; a
 Session always uses the same shard (its connections stay warm), and all
@@ -29,19 +29,30 @@ if TYPE_CHECKING:
 
 
 class ModelClientPool:
-    """Up to ``shards`` :class:`~codexcore.model.ModelClient` per base_url, made on first use."""
+    """Up to ``shards`` :class:`~codexcore.model.ModelClient` per base_url, made on first use.
+
+    The clients send over httpx's own transport, or ``transport`` if given, or
+    codexcore's lean one when ``config.lean_transport`` is set (no proxy in
+    the environment). ``http_client``, an ``httpx.AsyncClient`` of the
+    caller's, carries every request instead (see
+    :class:`~codexcore.model.ModelClient`); :meth:`aclose` leaves it open.
+    """
 
     def __init__(
         self,
         config: EngineConfig | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        http_client: httpx.AsyncClient | None = None,
         shards: int = 1,
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards must be at least 1, not {shards}")
+        if transport is not None and http_client is not None:
+            raise ValueError("give transport or http_client, not both")
         self._config = config or EngineConfig()
         self._transport = transport
+        self._http_client = http_client
         self._shards = shards
         self._ssl: ssl.SSLContext | None = None
         self._clients: dict[tuple[str | None, int], ModelClient] = {}
@@ -56,21 +67,34 @@ class ModelClientPool:
 
     def _make(self, base_url: str | None) -> ModelClient:
         from ..model import ModelClient, RetryPolicy  # httpx is heavy: import on first use
-        from ..model._client import resolve_base_url
 
         config = self._config
-        # Loading the CA bundle costs ~30 ms, and only TLS needs it: skipped for a
-        # plain-http URL (any case: httpx reads "HTTP:" as http), verified otherwise.
-        plain = resolve_base_url(base_url).lower().startswith("http:")
+        transport = self._transport
+        verify: ssl.SSLContext | bool = True
+        if self._http_client is None:
+            verify = self._verify(base_url)
+            if transport is None and config.lean_transport:
+                from ..model._client import lean_transport
+
+                transport = lean_transport(verify)
         return ModelClient(
             base_url=base_url,
             api_key=config.api_key,
             retry=RetryPolicy(max_attempts=config.max_attempts, base_delay=config.retry_base_delay),
             stream_idle_timeout=config.stream_idle_timeout,
             headers=config.headers,
-            transport=self._transport,
-            verify=False if plain else self._ssl_context(),
+            transport=transport,
+            verify=verify,
+            http_client=self._http_client,
         )
+
+    def _verify(self, base_url: str | None) -> ssl.SSLContext | bool:
+        from ..model._client import resolve_base_url
+
+        # Loading the CA bundle costs ~30 ms, and only TLS needs it: skipped for a
+        # plain-http URL (any case: httpx reads "HTTP:" as http), verified otherwise.
+        plain = resolve_base_url(base_url).lower().startswith("http:")
+        return False if plain else self._ssl_context()
 
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -81,6 +105,7 @@ class ModelClientPool:
         return self._ssl
 
     async def aclose(self) -> None:
+        """Close the clients this pool made (a caller's ``http_client`` stays open)."""
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.aclose()

@@ -178,9 +178,13 @@ class Codex:
     event, and only ``enqueue``, ``submit`` and ``next_event`` reach them.
 
     ``transport`` replaces the HTTP transport of the model client: the
-    official seam for tests (see :mod:`codexcore.testing`). ``clients`` shares
-    model clients between engines (a session host passes one pool to all of
-    them and closes it itself); without it the engine owns a pool.
+    official seam for tests (see :mod:`codexcore.testing`). ``http_client``,
+    an ``httpx.AsyncClient`` of the caller's, carries the model requests
+    instead, with its auth, headers, limits, proxy and event hooks; the caller
+    closes it (see :class:`~codexcore.model.ModelClient` for how base_url
+    and the key apply). ``clients`` shares model clients between engines (a
+    session host passes one pool to all of them and closes it itself);
+    without it the engine owns a pool.
 
     ``session_id`` is the id the engine's first new Session takes (a session
     host passes the id it announced); other new Sessions get fresh ids, and a
@@ -194,13 +198,16 @@ class Codex:
         transport: httpx.AsyncBaseTransport | None = None,
         clients: ModelClientPool | None = None,
         threadsafe: bool = True,
+        http_client: httpx.AsyncClient | None = None,
         session_id: str | None = None,
     ) -> None:
         self.config = config or EngineConfig()
         self._first_session_id = session_id
         self._threadsafe = threadsafe
         self._owns_clients = clients is None
-        self._clients = clients or ModelClientPool(self.config, transport=transport)
+        self._clients = clients or ModelClientPool(
+            self.config, transport=transport, http_client=http_client
+        )
         self._session: Session | None = None
         self._seq = 0
         self._ids = itertools.count(1)

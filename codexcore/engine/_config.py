@@ -71,6 +71,13 @@ class EngineConfig:
     ``submission_ack``, and an id accepted within ``duplicate_ttl`` seconds is
     acknowledged as a duplicate and not run again: what makes a client's
     resend after a reconnect safe.
+
+    ``lean_transport`` sends model requests over codexcore's own HTTP/1.1
+    transport instead of httpx's (httpcore): less start-up and CPU per
+    request, but respx's default mode does not see those requests, and
+    without a proxy in the environment only (with one, httpx's is used). The
+    ``codexcore exec`` and ``serve`` processes set it; a library user keeps
+    httpx's transport unless they opt in.
     """
 
     session: SessionConfig = attrs.field(factory=SessionConfig)
@@ -87,3 +94,4 @@ class EngineConfig:
     exec_output_limit: int = 10_000
     acknowledge_submissions: bool = False
     duplicate_ttl: float = 600.0
+    lean_transport: bool = False

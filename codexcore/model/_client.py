@@ -6,7 +6,7 @@ import asyncio
 import os
 import re
 import ssl
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any, Self, cast
@@ -22,7 +22,7 @@ from ._retry import RetryPolicy, parse_retry_after
 from ._sse import SSEDecoder
 from ._wire import decode_data
 
-__all__ = ["ModelClient", "resolve_base_url"]
+__all__ = ["ModelClient", "lean_transport", "resolve_base_url"]
 
 _log = get_logger(__name__)
 
@@ -34,6 +34,7 @@ _FATAL_STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden"
 _RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
 _RETRY_AFTER_STATUSES = frozenset({429, 503})
 _DEFAULT_RETRY = RetryPolicy()
+_HTTPX_DEFAULT_TIMEOUT = httpx.Timeout(5.0)  # what an AsyncClient made without a timeout has
 
 
 def resolve_base_url(base_url: str | None) -> str:
@@ -49,21 +50,42 @@ class ModelClient:
     ``$OPENAI_API_KEY``; without one no ``Authorization`` header is sent (local
     servers need none). ``headers`` are added to every request and win over
     the defaults. ``stream_idle_timeout`` is how long a stream may stay silent
-    before the attempt counts as failed. ``transport`` replaces the network,
-    e.g. with ``httpx.MockTransport`` in tests. ``verify`` is httpx's: pass
-    one ``ssl.SSLContext`` to many clients to load the CA bundle only once.
+    before the attempt counts as failed.
 
-    Without a ``transport``, requests go over HTTP/1.1 on the running loop's
-    own streams (:class:`~codexcore.model._transport.H11Transport`), which
-    spares a process httpcore and anyio; when a proxy variable
-    (``HTTPS_PROXY``, ``ALL_PROXY`` …) is set, httpx's own transport, which
-    knows proxies, is used instead.
+    The HTTP client is httpx's, with its own transport (httpcore) unless told
+    otherwise, so what httpx users rely on holds: respx in its default mode,
+    proxies from ``HTTPS_PROXY`` and friends, ``SSL_CERT_FILE``. ``verify`` is
+    httpx's: pass one ``ssl.SSLContext`` to many clients to load the CA
+    bundle only once. ``transport`` replaces the transport, e.g. with
+    ``httpx.MockTransport`` in tests (the engine's ``lean_transport`` option
+    puts codexcore's own HTTP/1.1 transport here).
+
+    ``http_client`` is an ``httpx.AsyncClient`` of the caller's, used as it
+    is: its transport, proxy, limits, event hooks, auth and headers (then
+    ``transport`` and ``verify`` may not be given). As with the openai SDK,
+    the caller closes it (``aclose()`` here leaves it open), requests still go
+    to this client's ``{base_url}/responses`` (the client's own base_url is
+    not used), and its timeout applies unless it is httpx's default (5 s),
+    too short for a model that thinks: then the one described above does.
+    The key's ``Authorization: Bearer`` header is sent only when the client
+    carries no credentials of its own (an ``Authorization`` header or an
+    ``auth``): a client made for a gateway never sends the OpenAI key there.
 
     One HTTP connection pool serves all requests; close it with ``aclose()``
     or by using the client as an async context manager.
     """
 
-    __slots__ = ("_base_url", "_has_key", "_http", "_idle_timeout", "_retry", "_url")
+    __slots__ = (
+        "_base_url",
+        "_has_key",
+        "_http",
+        "_idle_timeout",
+        "_owns_http",
+        "_request_headers",
+        "_request_timeout",
+        "_retry",
+        "_url",
+    )
 
     def __init__(
         self,
@@ -75,25 +97,33 @@ class ModelClient:
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         verify: ssl.SSLContext | bool = True,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         if stream_idle_timeout <= 0:
             raise ValueError(f"stream_idle_timeout must be positive, not {stream_idle_timeout!r}")
+        if http_client is not None and (transport is not None or verify is not True):
+            raise ValueError("http_client brings its own transport and TLS: drop transport/verify")
         self._base_url = resolve_base_url(base_url)
         self._url = f"{self._base_url}/responses"
         self._retry = retry
         self._idle_timeout = stream_idle_timeout
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._has_key = bool(key)
-        # The key lives only in the pool's default headers, never on self.
-        default_headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
-        if key:
-            default_headers["Authorization"] = f"Bearer {key}"
-        self._http = httpx.AsyncClient(
-            headers={**default_headers, **(headers or {})},
-            timeout=httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT),
-            transport=transport or _default_transport(verify),
-            verify=verify,
-        )
+        timeout = httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT)
+        ours = _request_headers(key, headers, http_client)
+        self._owns_http = http_client is None
+        if http_client is None:
+            self._http = httpx.AsyncClient(
+                headers=ours, timeout=timeout, transport=transport, verify=verify
+            )
+            self._request_headers: dict[str, str] | None = None
+            self._request_timeout: Any = httpx.USE_CLIENT_DEFAULT
+        else:
+            # Per request: the caller's client keeps its own defaults for its other uses.
+            self._http = http_client
+            self._request_headers = ours
+            unset = http_client.timeout == _HTTPX_DEFAULT_TIMEOUT
+            self._request_timeout = timeout if unset else httpx.USE_CLIENT_DEFAULT
 
     def __repr__(self) -> str:
         key = "<set>" if self._has_key else None
@@ -116,8 +146,12 @@ class ModelClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool; the client is unusable afterwards."""
-        await self._http.aclose()
+        """Close the connection pool; the client is unusable afterwards.
+
+        A caller's ``http_client`` is left open: its owner closes it.
+        """
+        if self._owns_http:
+            await self._http.aclose()
 
     async def stream(self, request: Mapping[str, Any]) -> AsyncGenerator[StreamEvent, None]:
         """POST ``request`` (a Responses API body) and yield the reply's events.
@@ -155,7 +189,13 @@ class ModelClient:
         """One HTTP request; failures worth retrying raise ``RetryableError``."""
         _log.debug("model.request", url=self._url, attempt=attempt)
         try:
-            async with self._http.stream("POST", self._url, content=body) as response:
+            async with self._http.stream(
+                "POST",
+                self._url,
+                content=body,
+                headers=self._request_headers,
+                timeout=self._request_timeout,
+            ) as response:
                 await _check_status(response)
                 reader = _ResponseReader(response, self._idle_timeout)
                 try:
@@ -190,10 +230,7 @@ class _ResponseReader:
     )
 
     def __init__(self, response: httpx.Response, idle_timeout: float) -> None:
-        # An SSE body is rarely content-encoded; without an encoding, the raw
-        # chunks skip httpx's decoder layer (one generator step per chunk).
-        encoded = response.headers.get("content-encoding", "identity") != "identity"
-        chunks = response.aiter_bytes() if encoded else response.aiter_raw()
+        chunks = _body_chunks(response)
         self._chunks = cast(AsyncGenerator[bytes, None], chunks)
         self._idle_timeout = idle_timeout
         self._decoder = SSEDecoder()
@@ -292,8 +329,46 @@ def _not_an_event_stream(content_type: str | None, head: bytes) -> ModelError:
     )
 
 
-def _default_transport(verify: ssl.SSLContext | bool) -> httpx.AsyncBaseTransport | None:
-    """Ours, unless the environment names a proxy: then None, for httpx's own."""
+def _body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's decoded bytes, by the cheapest way this response allows.
+
+    An SSE body is rarely content-encoded; without an encoding, the raw chunks
+    skip httpx's decoder layer (one generator step per chunk). A body already
+    read (a response made with ``content=``, as mocks make them) has no raw
+    stream left to give, but ``aiter_bytes`` hands over what was read.
+    """
+    encoded = response.headers.get("content-encoding", "identity") != "identity"
+    if encoded or response.is_stream_consumed:
+        return response.aiter_bytes()
+    return response.aiter_raw()
+
+
+def _request_headers(
+    key: str | None, extra: Mapping[str, str] | None, http_client: httpx.AsyncClient | None
+) -> dict[str, str]:
+    """What every model request carries; the key goes only where no other credentials are.
+
+    The key ends up in these headers alone, which repr and logs never show.
+    """
+    headers = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+    theirs = http_client is not None and (
+        http_client.auth is not None or "authorization" in http_client.headers
+    )
+    if key and not theirs:
+        headers["Authorization"] = f"Bearer {key}"
+    headers.update(extra or {})
+    return headers
+
+
+def lean_transport(verify: ssl.SSLContext | bool = True) -> httpx.AsyncBaseTransport | None:
+    """codexcore's own HTTP/1.1 transport, or None (httpx's own) when the environment names a proxy.
+
+    :class:`~codexcore.model._transport.H11Transport` spares a short-lived
+    process httpcore and anyio (see docs/performance.md); the ``codexcore``
+    CLI's ``exec`` and ``serve`` use it. Only httpx's own transport is
+    patched by respx's default mode, which is why it is not the library's
+    default.
+    """
     # httpx reads proxies from the environment only for its own transport, and
     # with urllib's getproxies(): the same test keeps a proxy user's traffic on it.
     from urllib.request import getproxies  # httpx has loaded it already

@@ -10,10 +10,16 @@ and h11 (the parser httpcore itself uses), and keeps httpx's contract: its
 ``Request`` and ``Response``, its exceptions (which the model client maps to
 retries), its timeouts, and a pool of kept-alive connections per origin.
 
-What it leaves to httpx: proxies (``ModelClient`` uses httpx's own transport
-when a proxy variable is set) and HTTP/2 (httpx does not speak it by default
-either). Tests replace it like any transport, with ``httpx.MockTransport``
-or respx.
+It is not the library's default: respx's default mode patches httpcore, so
+it would not see these requests, and a test that looked mocked would reach
+the network. The processes whose start-up and CPU per Task are measured,
+``codexcore exec`` and ``serve``, choose it (``EngineConfig.lean_transport``,
+through :func:`~codexcore.model._client.lean_transport`).
+
+What it leaves to httpx: proxies (:func:`~codexcore.model._client.lean_transport`
+gives way to httpx's own transport when a proxy variable is set) and HTTP/2
+(httpx does not speak it by default either). respx's ``using="httpx"`` mode
+and ``httpx.MockTransport`` replace it like any transport.
 """
 
 from __future__ import annotations
