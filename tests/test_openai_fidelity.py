@@ -27,7 +27,7 @@ from codexcore import Codex
 from codexcore import protocol as p
 from codexcore.engine._models import supports_reasoning
 from codexcore.engine._requests import TOOLS, input_item
-from codexcore.model import ModelClient, ModelError, RefusalDelta
+from codexcore.model import ModelClient, ModelError, RefusalDelta, RetryPolicy, RetryScheduled
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, http_error
 
 from .engine_helpers import Recorder, engine_config
@@ -485,3 +485,39 @@ def test_the_model_client_redacts_an_echoed_key() -> None:
     error = asyncio.run(run())
     assert key not in str(error)
     assert error.message == "HTTP 401: bad [redacted]; key=[redacted]"
+
+
+@pytest.mark.parametrize("code", ["invalid_prompt", "server_error"])
+def test_a_streamed_error_echoing_the_key_is_redacted(code: str) -> None:
+    # A key that looks like no key: only knowing the request's own credential finds it.
+    key = "hunter2-" + secrets.token_hex(8)
+    error = {"type": "error", "code": code, "message": f"denied for {key}", "param": None}
+    body = f"event: error\ndata: {json.dumps({**error, 'sequence_number': 0})}\n\n".encode()
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    async def run() -> tuple[list[str], ModelError]:
+        reasons: list[str] = []
+        async with ModelClient(
+            base_url="http://model.test/v1",
+            api_key=key,
+            transport=httpx.MockTransport(reply),
+            retry=RetryPolicy(max_attempts=2, base_delay=0.0),
+        ) as client:
+            try:
+                async for event in client.stream({"model": REASONING_MODEL, "input": []}):
+                    if isinstance(event, RetryScheduled):
+                        reasons.append(event.reason)
+            except ModelError as exc:
+                return reasons, exc
+        raise AssertionError(f"the stream ended without an error; retries: {reasons}")
+
+    reasons, failure = asyncio.run(run())
+    assert key not in str(failure)
+    assert key not in failure.message
+    assert "denied for [redacted]" in failure.message
+    # A transient error is retried first: the retry's reason, which the UI sees, is redacted too.
+    assert reasons == (
+        [] if code == "invalid_prompt" else ["stream error: denied for [redacted] (server_error)"]
+    )

@@ -84,6 +84,7 @@ class ModelClient:
         "_request_headers",
         "_request_timeout",
         "_retry",
+        "_secrets",
         "_url",
     )
 
@@ -111,6 +112,8 @@ class ModelClient:
         self._has_key = bool(key)
         timeout = httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT)
         ours = _request_headers(key, headers, http_client)
+        # What a server may echo into a streamed error, to take out again.
+        self._secrets = _credentials(httpx.Headers(ours))
         self._owns_http = http_client is None
         if http_client is None:
             self._http = httpx.AsyncClient(
@@ -176,7 +179,11 @@ class ModelClient:
                         yield event
                 return
             except RetryableError as exc:
+                _scrub(exc, self._secrets)
                 failure = exc
+            except ModelError as exc:
+                _scrub(exc, self._secrets)
+                raise
             retry += 1
             if retry >= self._retry.max_attempts:
                 raise _exhausted(failure, retry) from failure
@@ -423,6 +430,17 @@ def _error_details(response: httpx.Response) -> tuple[str, str | None]:
     if len(text) > _ERROR_TEXT_LIMIT:
         text = text[:_ERROR_TEXT_LIMIT] + "…"
     return text or response.reason_phrase or "no details", None
+
+
+def _scrub(exc: ModelError | RetryableError, secrets: tuple[str, ...]) -> None:
+    """Take the request's own credential out of an error's text, wherever it came
+    from: a streamed ``error`` event may echo a key that looks like no key."""
+    if isinstance(exc, ModelError):
+        exc.message = redact(exc.message, secrets)
+        exc.args = (exc.message,)
+    else:
+        exc.reason = redact(exc.reason, secrets)
+        exc.args = (exc.reason,)
 
 
 def _credentials(headers: httpx.Headers) -> tuple[str, ...]:
