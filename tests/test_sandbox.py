@@ -410,9 +410,7 @@ def test_a_python_socket_refusal_counts_as_a_denial(run: Runner, tmp_path: Path)
     assert is_likely_sandbox_denial(result.returncode, result.stdout, NET_ON)
 
 
-def test_unknown_architecture_means_no_sandbox(
-    bwrap: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unknown_architecture_means_no_sandbox(bwrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def clear() -> None:
         _seccomp.program.cache_clear()
         sandbox._probe_uncached.cache_clear()
@@ -576,12 +574,20 @@ DANGER = SandboxSpec(mode="danger-full-access")
         (1, "kill: (1234) - Operation not permitted", WORKSPACE, False),
         (1, "chmod: changing permissions of 'x': Operation not permitted", None, False),
         # EPERM from making a socket: the filter refuses Unix sockets, network or not.
-        (1, "  _socket.socket.__init__(self)\nPermissionError: [Errno 1] Operation not permitted",
-         NET_ON, True),
+        (
+            1,
+            "  _socket.socket.__init__(self)\nPermissionError: [Errno 1] Operation not permitted",
+            NET_ON,
+            True,
+        ),
         (1, "dial unix /var/run/docker.sock: socket: operation not permitted", WORKSPACE, True),
         (1, "Error: socket EPERM", READ_ONLY, True),
-        (1, "socket.socket(...)\nPermissionError: [Errno 1] Operation not permitted", DANGER,
-         False),
+        (
+            1,
+            "socket.socket(...)\nPermissionError: [Errno 1] Operation not permitted",
+            DANGER,
+            False,
+        ),
         (1, "sendto: Operation not permitted\nping: socket ok", WORKSPACE, False),
         # Network, while the network is off.
         (1, "OSError: [Errno 101] Network is unreachable", WORKSPACE, True),
