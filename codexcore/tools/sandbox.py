@@ -389,9 +389,10 @@ def is_likely_sandbox_denial(exit_code: int, output: str, spec: SandboxSpec | No
     positive and ``output`` (stdout and stderr, any case) shows a bwrap error,
     a read-only filesystem or busy mount point, "Operation not permitted"
     (EPERM) where a socket was made (the filter refuses Unix sockets, with or
-    without network), or, unless ``spec`` allowed network, a network failure. Exit 0 and negative codes (killed by a signal:
-    a timeout or an interrupt) are never denials, nor is anything under
-    ``danger-full-access``. ``spec=None`` assumes the network was off.
+    without network), or, unless ``spec`` allowed network, a network failure.
+    Exit 0 and negative codes (killed by a signal: a timeout or an interrupt)
+    are never denials, nor is anything under ``danger-full-access``.
+    ``spec=None`` assumes the network was off.
     """
     if exit_code <= 0:
         return False
