@@ -108,7 +108,8 @@ async def run_one_command(ui: Client, cwd: Path, policy: str) -> dict[str, Any]:
     )
     end = await ui.until("exec_command_end", within=30)
     await ui.until("task_complete", id="t1", within=30)
-    return end["msg"]
+    msg: dict[str, Any] = end["msg"]
+    return msg
 
 
 async def test_the_peer_check_alone_refuses_a_client_in_our_sandbox(
