@@ -79,6 +79,20 @@ class Reaper:
             if self._pipe is not None:
                 self._send(b"-%d\n" % pgid)
 
+    def close(self) -> None:
+        """Stop the reaper as this process's death would, and wait for it to exit.
+
+        Groups still registered are killed. The process-wide reaper is never
+        closed (it must outlive everything); this is for private instances.
+        """
+        with self._lock:
+            if self._pipe is None or self._pid is None:
+                return
+            os.close(self._pipe)
+            os.waitpid(self._pid, 0)
+            self._pipe = self._pid = None
+            self._groups.clear()
+
     def _send(self, line: bytes) -> None:
         if self._pipe is None:
             self._start()
