@@ -341,6 +341,7 @@ attempt("stream", lambda: connect(sys.argv[1]))
 attempt("abstract", lambda: connect("\0" + sys.argv[3]))
 attempt("dgram", lambda: dgram_to(sys.argv[2]))
 attempt("io_uring", io_uring)
+attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM).close())
 attempt("pair", lambda: socket.socketpair()[0].close())
 attempt("seqpacket_pair", lambda: socket.socketpair(type=socket.SOCK_SEQPACKET)[0].close())
 attempt("inet", lambda: socket.socket(socket.AF_INET).close())
@@ -380,6 +381,7 @@ def test_confined_commands_reach_no_unix_socket(
         "abstract": "EPERM",
         "dgram": "EPERM",
         "io_uring": "EPERM",
+        "vsock": "EPERM",
         "pair": "ok",
         "seqpacket_pair": "ok",
         "inet": "ok",

@@ -8,6 +8,9 @@ user's ``codexcore serve --unix``, an ssh-agent, ``docker.sock``) stays
 reachable. The filter takes away the means instead:
 
 * ``socket(AF_UNIX, ...)`` fails with EPERM (abstract-namespace sockets too);
+* ``socket(AF_VSOCK, ...)`` fails with EPERM: in a virtual machine it reaches
+  the host's services (WSL2's interop starts Windows programs through one),
+  and a network namespace does not isolate it;
 * ``socketpair`` of datagram type fails with EPERM: a datagram socket can
   ``sendto`` any filesystem address even when it came from a pair, a stream
   or seqpacket pair cannot (pipes, shells and asyncio use those, so they stay);
@@ -50,6 +53,7 @@ _ARG0: Final = 16
 _ARG1: Final = 24
 
 _AF_UNIX: Final = 1
+_AF_VSOCK: Final = 40
 _SOCK_TYPE_MASK: Final = 0xF  # the type without SOCK_NONBLOCK/SOCK_CLOEXEC
 _SOCK_DGRAM: Final = 2
 _SOCK_RAW: Final = 3  # AF_UNIX treats it as SOCK_DGRAM
@@ -133,6 +137,7 @@ def _source(arch: _Arch) -> list[tuple[str | None, _Insn]]:
         (None, (_RET_K, None, None, _RET_ALLOW)),
         ("socket", (_LD_W_ABS, None, None, _ARG0)),
         (None, (_JEQ_K, "deny", None, _AF_UNIX)),
+        (None, (_JEQ_K, "deny", None, _AF_VSOCK)),
         (None, (_RET_K, None, None, _RET_ALLOW)),  # BPF only jumps forward: one return each
         ("socketpair", (_LD_W_ABS, None, None, _ARG1)),
         (None, (_ALU_AND_K, None, None, _SOCK_TYPE_MASK)),
