@@ -19,6 +19,7 @@ is beyond its reach.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -103,6 +104,10 @@ class Reaper:
             # Someone killed the reaper: start another and tell it everything.
             _log.warning("exec.reaper_lost", pid=self._pid)
             os.close(self._pipe)
+            self._pipe = None  # never write to a closed (and maybe reused) descriptor
+            if self._pid is not None:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self._pid, os.WNOHANG)  # it is dead: collect the zombie
             self._start()
             assert self._pipe is not None
             os.write(self._pipe, b"".join(b"+%d\n" % pgid for pgid in self._groups))

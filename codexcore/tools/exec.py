@@ -162,7 +162,7 @@ async def run_command(
     if reap:
         # At once, in the spawning thread: the window in which a SIGKILL of this
         # process would leave the command running is a few instructions wide.
-        reaper().register(run.pgid)
+        _tell_reaper(reaper().register, run.pgid)
     try:
         timed_out = await run.supervise(None if timeout_ms is None else timeout_ms / 1000)
     except BaseException:
@@ -171,8 +171,20 @@ async def run_command(
         raise
     finally:
         if reap:
-            reaper().unregister(run.pgid)  # the group is gone: its number may be reused
+            _tell_reaper(reaper().unregister, run.pgid)  # the group is gone: its number is free
     return run.result(started, timeout_ms if timed_out else None)
+
+
+def _tell_reaper(action: Callable[[int], None], pgid: int) -> None:
+    """Register or unregister ``pgid``; a reaper that cannot start costs a warning, not the run.
+
+    Without it the command still ends with the call (timeouts, cancellation and
+    the group kill are ours); only a SIGKILL of this process would orphan it.
+    """
+    try:
+        action(pgid)
+    except OSError as exc:
+        _log.warning("exec.reaper_unavailable", pgid=pgid, error=str(exc))
 
 
 def _check_arguments(
