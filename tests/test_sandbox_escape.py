@@ -32,7 +32,7 @@ ATTACK_TURN = "ATTACK-TURN: write outside"
 
 # Stdlib only: it runs inside the sandbox as the model's command would.
 ATTACK = r"""
-import json, socket, sys
+import json, os, socket, sys
 path, outside = sys.argv[1], sys.argv[2]
 try:
     sock = socket.socket(socket.AF_UNIX)
@@ -50,7 +50,8 @@ answer = json.loads(stream.readline())
 print("attack: answer", json.dumps(answer), flush=True)
 if answer["type"] != "welcome":
     sys.exit(3)
-send({"id": "cfg", "op": {"type": "configure_session", "cwd": "/", "approval_policy": "never",
+send({"id": "cfg", "op": {"type": "configure_session", "cwd": os.path.dirname(outside),
+                          "approval_policy": "never",
                           "sandbox_policy": {"type": "danger-full-access"}}})
 send({"id": "t", "op": {"type": "user_input", "items": [{"type": "text", "text": sys.argv[3]}]}})
 for line in stream:
@@ -130,7 +131,7 @@ async def test_the_peer_check_alone_refuses_a_client_in_our_sandbox(
             bwrap=bwrap,
             seccomp_fd=None,
         )
-        model = ScriptedModel([shell_call(argv), text_response("done")])
+        model = attack_model(argv, outside)
         async with unix_server(model, work, path) as ui:
             end = await run_one_command(ui, work, "danger-full-access")
             # A client outside any sandbox is still served (the UI is one; so is this).
@@ -141,12 +142,12 @@ async def test_the_peer_check_alone_refuses_a_client_in_our_sandbox(
             finally:
                 await again.close()
     output = end["aggregated_output"]
+    assert not outside.exists(), f"the attack wrote outside; its output:\n{output}"
     assert "attack: answer" in output, output
     answer = json.loads(output.split("attack: answer", 1)[1].splitlines()[0])
     assert (answer["type"], answer["code"]) == ("refused", "unauthorized"), answer
     assert "sandboxes" in answer["message"]
     assert end["exit_code"] == 3
-    assert not outside.exists()
     assert len(model.requests) == 2  # no nested session ever reached the model
 
 
@@ -177,6 +178,6 @@ async def test_a_confined_command_cannot_drive_the_server_to_escape(
         async with unix_server(model, work, path) as ui:
             end = await run_one_command(ui, work, "workspace-write")
     output = end["aggregated_output"]
+    assert not outside.exists(), f"the attack wrote outside; its output:\n{output}"
     assert "attack: no connection: PermissionError(1, 'Operation not permitted')" in output
     assert end["exit_code"] == 1
-    assert not outside.exists()
