@@ -24,6 +24,7 @@ import anyio
 import pytest
 
 from codexcore.tools._reaper import Reaper
+from codexcore.tools._reaper import reaper as process_reaper
 from codexcore.tools.exec import ExecResult, OutputStream, run_command
 from codexcore.tools.output import omission_marker
 
@@ -461,3 +462,29 @@ async def test_a_killed_reaper_is_replaced_and_told_every_group() -> None:
             os.killpg(group.pid, signal.SIGKILL)
         group.wait()
         reaper.close()
+
+
+async def test_a_forked_child_does_not_keep_the_parent_reaper_alive() -> None:
+    reaper = process_reaper()
+    group = _sleeper_group()
+    try:
+        reaper.register(group.pid)
+        parent_reaper = reaper.pid
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the forked child
+            os.close(read_end)
+            os.write(write_end, b"%d" % (reaper.pid or 0))
+            os._exit(0)
+        os.close(write_end)
+        seen_in_child = int(await asyncio.to_thread(os.read, read_end, 32))
+        os.close(read_end)
+        await asyncio.to_thread(os.waitpid, child, 0)
+        assert parent_reaper is not None
+        assert seen_in_child == 0  # the child forgot our reaper: it has none yet
+        assert _group_members(group.pid), "the child's exit killed our command"
+    finally:
+        reaper.unregister(group.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group.pid, signal.SIGKILL)
+        group.wait()

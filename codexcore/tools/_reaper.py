@@ -135,8 +135,20 @@ class Reaper:
         self._pipe = write_end
         _log.debug("exec.reaper_started", pid=self._pid)
 
+    def _forget_after_fork(self) -> None:
+        """In a forked child: the reaper and its groups are the parent's, not ours."""
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pipe)
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._pipe = self._pid = None
+        self._groups = set()
+
 
 _REAPER: Final = Reaper()
+# A forked child (multiprocessing's fork start method) that runs commands gets a
+# reaper of its own, and does not hold the parent's pipe open past the parent.
+os.register_at_fork(after_in_child=_REAPER._forget_after_fork)
 
 
 def reaper() -> Reaper:
