@@ -4,8 +4,10 @@ The socket is created with mode 0600 in a directory only its user can
 enter (made with mode 0700 when missing; an existing one that others can
 reach, or that another user owns, is refused). Every connection's peer is
 checked with ``SO_PEERCRED``: a process of another user is refused even if
-the permissions were loosened. A stale socket file left by a dead server is
-replaced; a live server's socket is never taken over.
+the permissions were loosened. So is a process that runs inside one of this
+server's own sandboxes (see :func:`not_sandboxed_by_us`), token or not. A
+stale socket file left by a dead server is replaced; a live server's socket
+is never taken over.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ._host import SessionHost
 from ._native import READ_CHUNK
 from ._server import Listener, shutdown
 
-__all__ = ["SocketInUse", "UnixServer", "default_socket_path", "shutdown"]
+__all__ = ["SocketInUse", "UnixServer", "default_socket_path", "not_sandboxed_by_us", "shutdown"]
 
 
 class SocketInUse(OSError):
@@ -35,19 +37,77 @@ def default_socket_path() -> Path:
     return base / "codexcore.sock"
 
 
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket (``SO_PEERCRED``).
+
+    The pid is as this process's PID namespace sees it, taken when the peer connected.
+    """
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return int(pid), int(uid)
+
+
 def peer_uid(sock: socket.socket) -> int:
     """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
+    return peer_credentials(sock)[1]
 
 
 def same_user(sock: socket.socket) -> str | None:
-    """Refuse a peer that is not the server's user."""
-    uid = peer_uid(sock)
+    """Refuse a peer that is not the server's user, or that runs in one of our sandboxes."""
+    pid, uid = peer_credentials(sock)
     if uid != os.geteuid():
         return f"peer uid {uid} is not the server's user"
-    return None
+    return not_sandboxed_by_us(pid)
+
+
+_MAX_ANCESTORS = 4096  # a pid chain is far shorter; this only bounds a corrupt /proc
+
+
+def not_sandboxed_by_us(pid: int) -> str | None:
+    """Refuse ``pid`` if it descends from this server and sits in another PID or mount namespace.
+
+    That is what a command confined by this server looks like (bwrap unshares
+    both); the syscall filter already keeps such a command from making a Unix
+    socket, so this is the second wall, for a kernel or a future code path
+    where the filter is missing. A descendant in our namespaces (an unconfined
+    command, which the user allowed to do anything) and a process that is not
+    ours (another terminal's client, a container's) are served.
+
+    Fails closed for our own user's peers: when the peer's ancestry or
+    namespaces cannot be read (it has already exited, /proc is hidden or
+    absent), it is refused, since being wrong costs a sandbox escape while
+    refusing costs one reconnect.
+    """
+    try:
+        descendant = _descends_from(pid, os.getpid())
+        if not descendant:
+            return None
+        if all(_namespace(pid, kind) == _namespace("self", kind) for kind in ("pid", "mnt")):
+            return None
+    except (OSError, ValueError) as exc:
+        return f"cannot check peer pid {pid} in /proc ({exc.__class__.__name__}): refused"
+    return f"peer pid {pid} runs inside one of this server's sandboxes"
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    for _ in range(_MAX_ANCESTORS):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        pid = _parent(pid)
+    raise ValueError(f"no end to the parents of pid {pid}")
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as stat_file:
+        stat_line = stat_file.read()
+    # "pid (comm) state ppid ...": comm may contain spaces and parentheses.
+    return int(stat_line.rpartition(b")")[2].split()[1])
+
+
+def _namespace(pid: int | str, kind: str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/{kind}")
 
 
 class UnixServer(Listener):

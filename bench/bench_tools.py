@@ -1,8 +1,11 @@
 """The cost of confinement and of patching, beside the bare limit.
 
-1. A command under bubblewrap (read-only and workspace-write) against the
-   same command spawned bare, both through codexcore's ``run_command``, and
-   beside a bare ``subprocess.run``: what the sandbox adds per command.
+1. A command under bubblewrap (read-only and workspace-write, syscall filter
+   included) against the same command spawned bare, both through codexcore's
+   ``run_command``, and beside a bare ``subprocess.run``: what the sandbox
+   adds per command. An unconfined command is timed with and without its
+   registration with the reaper (what makes it die with a SIGKILLed server),
+   and the reaper's one-time start is timed on its own.
 2. ``apply_patch`` on a large file (parse, verify every hunk, write a temp
    file, rename) against a bare read-modify-write of the same file with the
    same result: what verification and atomicity cost.
@@ -18,17 +21,27 @@ from pathlib import Path
 
 from _common import Table, fmt_ms, fmt_ratio, header, median, parse_args
 
+from codexcore.tools._reaper import Reaper
 from codexcore.tools.apply_patch import apply_patch
 from codexcore.tools.exec import run_command
-from codexcore.tools.sandbox import SandboxSpec, probe_sandbox, wrap_command
+from codexcore.tools.sandbox import SandboxSpec, confine, probe_sandbox
 
 
-def time_commands(argv: list[str], cwd: str, runs: int) -> float:
-    """Median wall time of ``run_command(argv)``."""
+def time_commands(
+    argv: list[str], cwd: str, runs: int, *, spec: SandboxSpec | None = None, bwrap: str = ""
+) -> float:
+    """Median wall time of ``run_command(argv)``, confined by ``spec`` if given
+    (the filter's descriptor opened and closed each time, as the engine does)."""
 
     async def once() -> float:
         started = time.perf_counter()
-        result = await run_command(argv, cwd=cwd)
+        if spec is None:
+            result = await run_command(argv, cwd=cwd)
+        else:
+            with confine(argv, spec, cwd, bwrap=bwrap) as command:
+                result = await run_command(
+                    command.argv, cwd=cwd, pass_fds=command.pass_fds, reap=False
+                )
         assert result.exit_code == 0, result.aggregated_output
         return time.perf_counter() - started
 
@@ -53,25 +66,46 @@ def bench_sandbox(runs: int) -> None:
     with tempfile.TemporaryDirectory() as cwd:
         bare = time_bare(["true"], cwd, runs)
         table.add("bare `subprocess.run` (the limit)", fmt_ms(bare), "1.00x")
+        unreaped = time_commands(
+            ["true"], cwd, runs, spec=SandboxSpec("danger-full-access"), bwrap=""
+        )
+        table.add(
+            "codexcore `run_command`, no sandbox, no reaper",
+            fmt_ms(unreaped),
+            fmt_ratio(unreaped / bare),
+        )
         unconfined = time_commands(["true"], cwd, runs)
         table.add(
-            "codexcore `run_command`, no sandbox", fmt_ms(unconfined), fmt_ratio(unconfined / bare)
+            "codexcore `run_command`, no sandbox (reaper registered)",
+            fmt_ms(unconfined),
+            fmt_ratio(unconfined / bare),
         )
         if status.kind != "bwrap":
             table.note(f"no sandbox here: {status.reason}")
         for mode in ("read-only", "workspace-write"):
             if status.kind != "bwrap":
                 break
-            argv = wrap_command(
-                ["true"], SandboxSpec(mode), cwd, bwrap=status.executable or "bwrap"
-            )
-            confined = time_commands(argv, cwd, runs)
+            bwrap = status.executable or "bwrap"
+            confined = time_commands(["true"], cwd, runs, spec=SandboxSpec(mode), bwrap=bwrap)
             table.add(
                 f"codexcore `run_command`, bwrap {mode}",
                 fmt_ms(confined),
                 fmt_ratio(confined / bare),
             )
+    table.note(f"the reaper's one-time start (spawn only): {fmt_ms(time_reaper_start(runs))}")
     table.print()
+
+
+def time_reaper_start(runs: int) -> float:
+    """Median time to start a fresh reaper (it exits when its pipe closes)."""
+    times = []
+    for _ in range(max(3, runs // 6)):
+        reaper = Reaper()
+        started = time.perf_counter()
+        reaper.register(1 << 30)  # no such group: starts the reaper, kills nothing
+        times.append(time.perf_counter() - started)
+        reaper.close()
+    return median(times)
 
 
 def make_patch(lines: int, hunks: int) -> tuple[str, str, str]:

@@ -37,6 +37,7 @@ from codexcore.testing import (
     text_response,
     truncated,
 )
+from codexcore.tools._reaper import reaper
 
 from .engine_helpers import Recorder, engine_config, running_engine
 from .flows import basic_model, interrupt_model, outputs_sent
@@ -476,6 +477,7 @@ async def test_bad_submissions_get_errors_and_the_session_goes_on(tmp_path: Path
 
 
 def _children() -> set[int]:
+    """Our child processes, less the process-wide reaper (it lives as long as we do)."""
     me = str(os.getpid())
     found = set()
     for entry in os.listdir("/proc"):
@@ -486,7 +488,7 @@ def _children() -> set[int]:
                 continue
             if stat.rsplit(")", 1)[1].split()[1] == me:
                 found.add(int(entry))
-    return found
+    return found - {reaper().pid}
 
 
 async def test_shutdown_during_a_command_leaves_nothing_behind(tmp_path: Path) -> None:

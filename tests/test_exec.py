@@ -8,9 +8,11 @@ also their process group id) first; the tests wait for that line through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import signal
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -21,6 +23,8 @@ from typing import Any
 import anyio
 import pytest
 
+from codexcore.tools._reaper import Reaper
+from codexcore.tools._reaper import reaper as process_reaper
 from codexcore.tools.exec import ExecResult, OutputStream, run_command
 from codexcore.tools.output import omission_marker
 
@@ -402,3 +406,85 @@ async def test_process_that_left_the_group_does_not_hang_the_call() -> None:
         assert result.stdout == f"{escaped}\n"
     finally:
         os.kill(escaped, signal.SIGKILL)
+
+
+# --- the reaper: commands die with this process ------------------------------------------
+
+
+def _sleeper_group() -> subprocess.Popen[bytes]:
+    """A sleep in a process group of its own, with a child of its own in the same group."""
+    return subprocess.Popen(
+        ["sh", "-c", "sleep 60 & exec sleep 60"], start_new_session=True, stdin=subprocess.DEVNULL
+    )
+
+
+def _wait_group_empty(pgid: int, within: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while (members := _group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return members
+
+
+async def test_the_reaper_kills_registered_groups_when_its_pipe_closes() -> None:
+    reaper = Reaper()
+    kept, dropped = _sleeper_group(), _sleeper_group()
+    try:
+        reaper.register(kept.pid)
+        reaper.register(dropped.pid)
+        reaper.unregister(dropped.pid)
+        reaper.close()  # what our death does: EOF on the reaper's pipe
+        assert _wait_group_empty(kept.pid) == []
+        assert kept.wait(timeout=10) == -signal.SIGKILL
+        assert _group_members(dropped.pid), "an unregistered group was killed"
+    finally:
+        for process in (kept, dropped):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        reaper.close()
+
+
+async def test_a_killed_reaper_is_replaced_and_told_every_group() -> None:
+    reaper = Reaper()
+    group = _sleeper_group()
+    try:
+        reaper.register(group.pid)
+        first = reaper.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        await asyncio.to_thread(os.waitpid, first, 0)
+        reaper.register(1 << 30)  # no such group; finds the pipe broken
+        assert reaper.pid not in (None, first)
+        reaper.close()
+        assert _wait_group_empty(group.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group.pid, signal.SIGKILL)
+        group.wait()
+        reaper.close()
+
+
+async def test_a_forked_child_does_not_keep_the_parent_reaper_alive() -> None:
+    reaper = process_reaper()
+    group = _sleeper_group()
+    try:
+        reaper.register(group.pid)
+        parent_reaper = reaper.pid
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the forked child
+            os.close(read_end)
+            os.write(write_end, b"%d" % (reaper.pid or 0))
+            os._exit(0)
+        os.close(write_end)
+        seen_in_child = int(await asyncio.to_thread(os.read, read_end, 32))
+        os.close(read_end)
+        await asyncio.to_thread(os.waitpid, child, 0)
+        assert parent_reaper is not None
+        assert seen_in_child == 0  # the child forgot our reaper: it has none yet
+        assert _group_members(group.pid), "the child's exit killed our command"
+    finally:
+        reaper.unregister(group.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group.pid, signal.SIGKILL)
+        group.wait()

@@ -7,6 +7,7 @@ Tests that start sandboxes skip (with the probe's reason) only where
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import socket
 import stat
@@ -20,10 +21,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-from codexcore.tools import sandbox
+from codexcore.tools import _seccomp, sandbox
 from codexcore.tools.sandbox import (
     SandboxSpec,
     SandboxStatus,
+    confine,
     is_likely_sandbox_denial,
     probe_sandbox,
     wrap_command,
@@ -33,6 +35,7 @@ RUN_TIMEOUT = 20.0
 
 READ_ONLY = SandboxSpec(mode="read-only")
 WORKSPACE = SandboxSpec(mode="workspace-write")
+NET_ON = SandboxSpec(mode="workspace-write", network_access=True)
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -51,15 +54,17 @@ def run(bwrap: str) -> Runner:
     """Run ``argv`` confined by ``spec`` in ``cwd``; stdout and stderr merged."""
 
     def _run(argv: list[str], spec: SandboxSpec, cwd: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            wrap_command(argv, spec, str(cwd), bwrap=bwrap),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            check=False,
-        )
+        with confine(argv, spec, str(cwd), bwrap=bwrap) as command:
+            return subprocess.run(
+                command.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=RUN_TIMEOUT,
+                check=False,
+                pass_fds=command.pass_fds,
+            )
 
     return _run
 
@@ -73,7 +78,7 @@ def sh(script: str) -> list[str]:
 
 def test_danger_full_access_returns_argv_unchanged() -> None:
     argv = ("ls", "-la", "--", "-weird name")
-    wrapped = wrap_command(argv, SandboxSpec(mode="danger-full-access"), "/")
+    wrapped = wrap_command(argv, SandboxSpec(mode="danger-full-access"), "/", seccomp_fd=None)
     assert wrapped == list(argv)
 
 
@@ -83,7 +88,7 @@ def test_danger_full_access_returns_argv_unchanged() -> None:
 )
 def test_wrap_command_rejects_empty_argv_and_relative_cwd(argv: list[str], cwd: str) -> None:
     with pytest.raises(ValueError, match=r"argv|cwd"):
-        wrap_command(argv, READ_ONLY, cwd)
+        wrap_command(argv, READ_ONLY, cwd, seccomp_fd=None)
 
 
 def test_spec_rejects_unknown_mode() -> None:
@@ -92,7 +97,9 @@ def test_spec_rejects_unknown_mode() -> None:
 
 
 def test_read_only_argv_shape(tmp_path: Path) -> None:
-    wrapped = wrap_command(["-dash", "x"], READ_ONLY, str(tmp_path), bwrap="/opt/bwrap")
+    wrapped = wrap_command(
+        ["-dash", "x"], READ_ONLY, str(tmp_path), bwrap="/opt/bwrap", seccomp_fd=7
+    )
     assert wrapped[0] == "/opt/bwrap"
     assert wrapped[-3:] == ["--", "-dash", "x"]
     options = wrapped[1:-3]
@@ -102,6 +109,7 @@ def test_read_only_argv_shape(tmp_path: Path) -> None:
     assert "--tmpfs" not in options
     assert options[options.index("--chdir") + 1] == str(tmp_path)
     assert options[options.index("--cap-drop") + 1] == "ALL"
+    assert options[:2] == ["--seccomp", "7"]
 
 
 def test_workspace_argv_binds_after_tmpfs_and_dedupes(tmp_path: Path) -> None:
@@ -114,7 +122,7 @@ def test_workspace_argv_binds_after_tmpfs_and_dedupes(tmp_path: Path) -> None:
         writable_roots=(str(other), str(link), "other", str(tmp_path / "missing")),
         network_access=True,
     )
-    options = wrap_command(["true"], spec, str(tmp_path))
+    options = wrap_command(["true"], spec, str(tmp_path), seccomp_fd=None)
     binds = [options[i + 1] for i, arg in enumerate(options) if arg == "--bind"]
     # Shallowest first; the symlink, the relative root and the real path are one root.
     assert binds == [str(tmp_path), str(other)]
@@ -125,7 +133,7 @@ def test_workspace_argv_binds_after_tmpfs_and_dedupes(tmp_path: Path) -> None:
 
 def test_read_only_ignores_network_access_and_writable_roots(tmp_path: Path) -> None:
     spec = SandboxSpec(mode="read-only", writable_roots=(str(tmp_path),), network_access=True)
-    options = wrap_command(["true"], spec, str(tmp_path))
+    options = wrap_command(["true"], spec, str(tmp_path), seccomp_fd=None)
     assert "--unshare-net" in options
     assert "--bind" not in options
 
@@ -303,6 +311,140 @@ def test_network(
         assert is_likely_sandbox_denial(result.returncode, result.stdout, spec)
 
 
+# --- Unix sockets: the syscall filter --------------------------------------
+
+SOCKET_PROBE = r"""
+import ctypes, errno, os, socket, sys
+
+def attempt(name, action):
+    try:
+        action()
+        print(name, "ok")
+    except OSError as exc:
+        print(name, errno.errorcode.get(exc.errno, exc.errno))
+
+def connect(address):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(address)
+
+def dgram_to(path):
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.sendto(b"x", path)
+
+def io_uring():
+    params = ctypes.create_string_buffer(120)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(425, 4, params) < 0:
+        raise OSError(ctypes.get_errno(), "io_uring_setup")
+
+attempt("stream", lambda: connect(sys.argv[1]))
+attempt("abstract", lambda: connect("\0" + sys.argv[3]))
+attempt("dgram", lambda: dgram_to(sys.argv[2]))
+attempt("io_uring", io_uring)
+attempt("vsock", lambda: socket.socket(40, socket.SOCK_STREAM).close())
+attempt("pair", lambda: socket.socketpair()[0].close())
+attempt("seqpacket_pair", lambda: socket.socketpair(type=socket.SOCK_SEQPACKET)[0].close())
+attempt("inet", lambda: socket.socket(socket.AF_INET).close())
+attempt("pipe", lambda: os.close(os.pipe()[0]))
+"""
+
+
+@pytest.fixture
+def host_sockets(tmp_path: Path) -> Iterator[list[str]]:
+    """A listening stream socket and a datagram socket in the host's /tmp, plus an abstract one."""
+    stream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"codexcore-test-{uuid.uuid4().hex}"
+    try:
+        stream.bind(str(tmp_path / "stream.sock"))
+        stream.listen()
+        dgram.bind(str(tmp_path / "dgram.sock"))
+        abstract.bind("\0" + name)
+        abstract.listen()
+        yield [str(tmp_path / "stream.sock"), str(tmp_path / "dgram.sock"), name]
+    finally:
+        for sock in (stream, dgram, abstract):
+            sock.close()
+
+
+@pytest.mark.parametrize("spec", [READ_ONLY, WORKSPACE, NET_ON], ids=["read-only", "ws", "net"])
+def test_confined_commands_reach_no_unix_socket(
+    run: Runner, tmp_path: Path, host_sockets: list[str], spec: SandboxSpec
+) -> None:
+    # The sockets sit in the cwd, a writable root: the closest a socket can be.
+    result = run([sys.executable, "-c", SOCKET_PROBE, *host_sockets], spec, tmp_path)
+    assert result.returncode == 0, result.stdout
+    outcome = dict(line.split() for line in result.stdout.splitlines())
+    assert outcome == {
+        "stream": "EPERM",
+        "abstract": "EPERM",
+        "dgram": "EPERM",
+        "io_uring": "EPERM",
+        "vsock": "EPERM",
+        "pair": "ok",
+        "seqpacket_pair": "ok",
+        "inet": "ok",
+        "pipe": "ok",
+    }, result.stdout
+
+
+def test_the_probe_script_reaches_the_sockets_unconfined(
+    tmp_path: Path, host_sockets: list[str]
+) -> None:
+    """The control: without the filter the same script connects, so EPERM above is the filter's."""
+    result = subprocess.run(
+        [sys.executable, "-c", SOCKET_PROBE, *host_sockets],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=True,
+    )
+    outcome = dict(line.split() for line in result.stdout.splitlines())
+    assert (outcome["stream"], outcome["abstract"], outcome["dgram"]) == ("ok", "ok", "ok")
+
+
+def test_a_python_socket_refusal_counts_as_a_denial(run: Runner, tmp_path: Path) -> None:
+    script = "import socket; socket.socket(socket.AF_UNIX).connect('/nowhere')"
+    result = run([sys.executable, "-c", script], WORKSPACE, tmp_path)
+    assert result.returncode == 1
+    assert "Operation not permitted" in result.stdout
+    assert is_likely_sandbox_denial(result.returncode, result.stdout, WORKSPACE)
+    assert is_likely_sandbox_denial(result.returncode, result.stdout, NET_ON)
+
+
+def test_unknown_architecture_means_no_sandbox(bwrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def clear() -> None:
+        _seccomp.program.cache_clear()
+        sandbox._probe_uncached.cache_clear()
+
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    clear()
+    try:
+        status = probe_sandbox()
+        assert status.kind == "none"
+        assert status.reason is not None
+        assert "riscv64" in status.reason
+        with (
+            pytest.raises(_seccomp.UnsupportedArchitecture),
+            confine(["true"], READ_ONLY, "/", bwrap=bwrap),
+        ):
+            pass
+    finally:
+        monkeypatch.undo()
+        clear()
+    assert probe_sandbox().kind == "bwrap"
+
+
+def test_the_filter_descriptor_is_closed_after_the_block(bwrap: str, tmp_path: Path) -> None:
+    with confine(["true"], WORKSPACE, str(tmp_path), bwrap=bwrap) as command:
+        (fd,) = command.pass_fds
+        assert command.argv[1:3] == ["--seccomp", str(fd)]
+        os.fstat(fd)
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(fd)
+
+
 # --- process lifetime ------------------------------------------------------
 
 
@@ -336,8 +478,13 @@ def test_killing_bwrap_group_kills_everything_inside(bwrap: str, tmp_path: Path)
     # The inner setsid sleep leaves bwrap's process group; only the PID
     # namespace dying with bwrap can reach it.
     script = f"{' '.join(sleep)} & setsid {' '.join(sleep)} & {' '.join(sleep)}"
-    argv = wrap_command(sh(script), WORKSPACE, str(tmp_path), bwrap=bwrap)
-    proc = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL)
+    with confine(sh(script), WORKSPACE, str(tmp_path), bwrap=bwrap) as command:
+        proc = subprocess.Popen(
+            command.argv,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            pass_fds=command.pass_fds,
+        )
     try:
         assert _wait_for(lambda: len(_pids_running(sleep)) == 3), "sleeps never started"
         os.killpg(proc.pid, signal.SIGKILL)
@@ -413,7 +560,6 @@ def test_status_is_a_frozen_value() -> None:
 
 # --- denial heuristic ------------------------------------------------------
 
-NET_ON = SandboxSpec(mode="workspace-write", network_access=True)
 DANGER = SandboxSpec(mode="danger-full-access")
 
 
@@ -432,6 +578,22 @@ DANGER = SandboxSpec(mode="danger-full-access")
         (255, "git@github.com: Permission denied (publickey).", WORKSPACE, False),
         (1, "kill: (1234) - Operation not permitted", WORKSPACE, False),
         (1, "chmod: changing permissions of 'x': Operation not permitted", None, False),
+        # EPERM from making a socket: the filter refuses Unix sockets, network or not.
+        (
+            1,
+            "  _socket.socket.__init__(self)\nPermissionError: [Errno 1] Operation not permitted",
+            NET_ON,
+            True,
+        ),
+        (1, "dial unix /var/run/docker.sock: socket: operation not permitted", WORKSPACE, True),
+        (1, "Error: socket EPERM", READ_ONLY, True),
+        (
+            1,
+            "socket.socket(...)\nPermissionError: [Errno 1] Operation not permitted",
+            DANGER,
+            False,
+        ),
+        (1, "sendto: Operation not permitted\nping: socket ok", WORKSPACE, False),
         # Network, while the network is off.
         (1, "OSError: [Errno 101] Network is unreachable", WORKSPACE, True),
         (1, "socket.gaierror: [Errno -3] Temporary failure in name resolution", READ_ONLY, True),

@@ -37,7 +37,7 @@ from ..tools.environment import command_environment
 from ..tools.exec import ExecResult, run_command
 from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
-from ..tools.sandbox import SandboxSpec, SandboxStatus, is_likely_sandbox_denial, wrap_command
+from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandbox_denial
 from ._approvals import Approvals, ExecPlan, TaskAborted, plan_exec
 from ._config import EngineConfig, SessionConfig
 from ._history import Item
@@ -203,18 +203,18 @@ class ToolRouter:
         async def on_output(stream: OutputStream, chunk: bytes) -> None:
             await self._emit(ExecCommandOutputDelta(call.call_id, stream, chunk))
 
-        argv = list(call.argv)
-        if confined:
-            argv = wrap_command(
-                argv, self._spec, call.cwd, bwrap=self._sandbox.executable or "bwrap"
+        spec = self._spec if confined else SandboxSpec(mode="danger-full-access")
+        bwrap = self._sandbox.executable or "bwrap"
+        with confine(call.argv, spec, call.cwd, bwrap=bwrap) as command:
+            result = await run_command(
+                command.argv,
+                cwd=call.cwd,
+                timeout_ms=call.timeout_ms,
+                on_output=on_output,
+                env=command_environment(),
+                pass_fds=command.pass_fds,
+                reap=not confined,  # bwrap kills its sandbox when we die
             )
-        result = await run_command(
-            argv,
-            cwd=call.cwd,
-            timeout_ms=call.timeout_ms,
-            on_output=on_output,
-            env=command_environment(),
-        )
         await self._emit(
             ExecCommandEnd(
                 call.call_id,

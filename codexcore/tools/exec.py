@@ -13,6 +13,12 @@ nothing it started is still running:
 The one thing it cannot reach is a process that left the group on purpose
 (``setsid``, ``setpgid``); such a process is not killed, and if it keeps the pipes
 open the call stops reading them after a bounded drain (see ``_POST_KILL_DRAIN_S``).
+
+The same holds if this process is killed outright (SIGKILL, the OOM killer)
+while a command runs: its process group is registered with a small watchdog
+process (``_reaper``) that kills the group when this process dies. A command
+under bubblewrap already dies with its parent; the caller says so with
+``reap=False``.
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from attrs import frozen
 
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
+from codexcore.tools._reaper import reaper
 from codexcore.tools.output import HeadTailBuffer
 
 __all__ = [
@@ -99,6 +106,8 @@ async def run_command(
     env: Mapping[str, str] | None = None,
     max_chunk: int = 8192,
     capture_limit: int = 1 << 20,
+    pass_fds: Collection[int] = (),
+    reap: bool = True,
 ) -> ExecResult:
     """Run ``argv`` in ``cwd`` and return its :class:`ExecResult`.
 
@@ -118,6 +127,14 @@ async def run_command(
     * Cancelled: the group gets SIGTERM, then SIGKILL after ``_TERM_GRACE_S``; the
       child is reaped and the pipes closed before ``CancelledError`` propagates.
     * ``on_output`` raised: handled like cancellation, then its exception propagates.
+    * This process dies, even by SIGKILL, while the command runs: with ``reap``
+      (the default) the command's process group is killed by this process's
+      watchdog (started with the first such command); pass ``reap=False`` only
+      for a command that dies with its parent by itself (bwrap with
+      ``--die-with-parent --unshare-pid``, as ``sandbox.confine`` builds it).
+
+    ``pass_fds`` are descriptors the child inherits under the same numbers
+    (``sandbox.confine``'s syscall filter); every other one is closed.
 
     Raises ``ValueError`` for an empty ``argv``, a non-positive ``max_chunk``, a
     negative ``timeout_ms`` or ``capture_limit``, or (from ``subprocess``) an
@@ -136,18 +153,38 @@ async def run_command(
             cwd=cwd,
             env=None if env is None else dict(env),
             start_new_session=True,  # own process group (pgid == pid), no controlling tty
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         return _spawn_failure(argv, cwd, exc, started)
     run = _Run(transport, protocol, _Capture(capture_limit), max_chunk, on_output)
     _log.debug("exec.started", argv=list(argv), cwd=cwd, pid=run.pgid)
+    if reap:
+        # At once, in the spawning thread: the window in which a SIGKILL of this
+        # process would leave the command running is a few instructions wide.
+        _tell_reaper(reaper().register, run.pgid)
     try:
         timed_out = await run.supervise(None if timeout_ms is None else timeout_ms / 1000)
     except BaseException:
         await _run_to_completion(run.abort())
         _log.debug("exec.aborted", pid=run.pgid)
         raise
+    finally:
+        if reap:
+            _tell_reaper(reaper().unregister, run.pgid)  # the group is gone: its number is free
     return run.result(started, timeout_ms if timed_out else None)
+
+
+def _tell_reaper(action: Callable[[int], None], pgid: int) -> None:
+    """Register or unregister ``pgid``; a reaper that cannot start costs a warning, not the run.
+
+    Without it the command still ends with the call (timeouts, cancellation and
+    the group kill are ours); only a SIGKILL of this process would orphan it.
+    """
+    try:
+        action(pgid)
+    except OSError as exc:
+        _log.warning("exec.reaper_unavailable", pgid=pgid, error=str(exc))
 
 
 def _check_arguments(

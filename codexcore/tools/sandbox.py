@@ -2,8 +2,17 @@
 
 This module only *builds* argv and answers questions; it never runs the
 model's commands itself. The engine asks :func:`probe_sandbox` once whether
-bubblewrap works here, turns every command into ``wrap_command(argv, spec,
-cwd, bwrap=status.executable)`` and runs that argv like any other process.
+bubblewrap works here, then runs every command as::
+
+    with confine(argv, spec, cwd, bwrap=status.executable) as command:
+        await run_command(command.argv, ..., pass_fds=command.pass_fds)
+
+Every confined command (``read-only`` and ``workspace-write``, with or
+without network) runs under a syscall filter (see ``_seccomp``) that refuses
+``socket(AF_UNIX, ...)``, datagram socket pairs and io_uring: read-only mounts
+do not stop ``connect()`` to a filesystem socket, so without it a command
+could reach the user's own ``codexcore serve --unix``, an ssh-agent or
+``docker.sock`` and leave the sandbox through them.
 
 Policies (the wire names of the protocol's ``SandboxMode``):
 
@@ -30,6 +39,7 @@ long-lived thread (the event loop's), never from a short-lived worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -43,6 +53,7 @@ from attrs import field, frozen, validators
 
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
+from codexcore.tools import _seccomp
 
 _log = get_logger(__name__)
 
@@ -126,18 +137,21 @@ def _probe_uncached(bwrap: str | None) -> SandboxStatus:
 
 
 def _run_probe(executable: str) -> SandboxStatus:
-    """Start one sandbox running ``true``; turn any failure into a reason."""
-    argv = wrap_command(["true"], SandboxSpec(mode="read-only"), "/", bwrap=executable)
+    """Start one sandbox running ``true``, filter included; turn any failure into a reason."""
     try:
-        result = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=PROBE_TIMEOUT_SECONDS,
-            check=False,
-        )
+        with confine(["true"], SandboxSpec(mode="read-only"), "/", bwrap=executable) as command:
+            result = subprocess.run(
+                command.argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=PROBE_TIMEOUT_SECONDS,
+                check=False,
+                pass_fds=command.pass_fds,
+            )
+    except _seccomp.UnsupportedArchitecture as exc:
+        return SandboxStatus(kind="none", reason=str(exc))
     except subprocess.TimeoutExpired:
         reason = f"{executable} did not finish within {PROBE_TIMEOUT_SECONDS:g}s"
         return SandboxStatus(kind="none", reason=reason)
@@ -150,10 +164,53 @@ def _run_probe(executable: str) -> SandboxStatus:
     return SandboxStatus(kind="bwrap", executable=executable)
 
 
-def wrap_command(
+@frozen(repr=False, eq=False)
+class ConfinedCommand(Value):
+    """What :func:`confine` yields: spawn ``argv`` with exactly ``pass_fds`` passed on."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+
+
+@contextlib.contextmanager
+def confine(
     argv: Sequence[str], spec: SandboxSpec, cwd: str, *, bwrap: str = "bwrap"
+) -> Iterator[ConfinedCommand]:
+    """The command that runs ``argv`` in ``cwd`` confined by ``spec``, valid inside the block.
+
+    Spawn ``command.argv`` with ``pass_fds=command.pass_fds`` inside the
+    ``with`` block; the descriptor bwrap reads its syscall filter from is
+    closed when the block ends (bwrap has read it by then, at start-up).
+    Under ``danger-full-access`` nothing is passed and the argv is unchanged.
+    Raises as :func:`wrap_command` does, and ``UnsupportedArchitecture``
+    (a ``RuntimeError``) where no filter exists, which :func:`probe_sandbox`
+    already reports as no sandbox.
+    """
+    if spec.mode == "danger-full-access":
+        yield ConfinedCommand(wrap_command(argv, spec, cwd, seccomp_fd=None))
+        return
+    fd = _seccomp.open_program()
+    try:
+        yield ConfinedCommand(wrap_command(argv, spec, cwd, bwrap=bwrap, seccomp_fd=fd), (fd,))
+    finally:
+        os.close(fd)
+
+
+def wrap_command(
+    argv: Sequence[str],
+    spec: SandboxSpec,
+    cwd: str,
+    *,
+    bwrap: str = "bwrap",
+    seccomp_fd: int | None,
 ) -> list[str]:
     """Return the argv that runs ``argv`` in ``cwd`` confined by ``spec``.
+
+    Prefer :func:`confine`, which also provides ``seccomp_fd``: a readable
+    descriptor holding the syscall filter, which the child must inherit under
+    the same number. ``seccomp_fd=None`` leaves the filter out, and with it
+    the only thing between the command and the user's Unix sockets; it is
+    required, not defaulted, so that no caller drops it by accident.
 
     ``cwd`` must be absolute; it is where the command starts (``--chdir`` to
     its real path, as a symlink to it may sit in the host's /tmp, which the
@@ -168,8 +225,11 @@ def wrap_command(
         raise ValueError(f"cwd must be an absolute path, got {cwd!r}")
     if spec.mode == "danger-full-access":
         return list(argv)
+    options = _bwrap_options(spec, os.path.realpath(cwd))
+    if seccomp_fd is not None:
+        options = ["--seccomp", str(seccomp_fd), *options]
     # "--" so a command whose name starts with "-" is not read as an option.
-    return [bwrap, *_bwrap_options(spec, os.path.realpath(cwd)), "--", *argv]
+    return [bwrap, *options, "--", *argv]
 
 
 def _bwrap_options(spec: SandboxSpec, cwd: str) -> list[str]:
@@ -177,7 +237,8 @@ def _bwrap_options(spec: SandboxSpec, cwd: str) -> list[str]:
     # --new-session: the command cannot push keystrokes into our terminal
     # (TIOCSTI). --die-with-parent + --unshare-pid: if bwrap dies, PID 1 of
     # the namespace gets SIGKILL and the kernel kills everything inside, even
-    # processes that left bwrap's process group.
+    # processes that left bwrap's process group. (--seccomp goes first, from
+    # wrap_command.)
     options = ["--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
     if spec.mode == "workspace-write":
         options += _workspace_mounts(spec, cwd)
@@ -284,10 +345,11 @@ def _contains_any(path: str, roots: Sequence[str]) -> bool:
 
 
 # Denial heuristic. bwrap denies by mounts and namespaces, so its failures look
-# like EROFS and "no network", never like EACCES/EPERM: "Permission denied" and
-# "Operation not permitted" (the macOS Seatbelt wording Codex matches) are left
-# out because ordinary failures print them all the time (file modes, ssh keys,
-# kill, ping) and a sandboxed run does not add them.
+# like EROFS and "no network"; the syscall filter adds EPERM, but only from
+# socket creation. A bare "Permission denied" or "Operation not permitted"
+# (the macOS Seatbelt wording Codex matches) is left out because ordinary
+# failures print them all the time (file modes, ssh keys, kill, ping); EACCES
+# never comes from us at all.
 _FILESYSTEM_DENIALS: Final = (
     # EROFS: a write outside the writable roots. Outside a sandbox it needs a
     # truly read-only mount, which development machines rarely have.
@@ -308,6 +370,14 @@ _NETWORK_DENIALS: Final = (
 # bwrap's own error (bad --chdir, namespaces refused after the probe): the
 # sandbox, not the command, failed.
 _BWRAP_ERROR: Final = re.compile(r"^bwrap: ", re.MULTILINE)
+# EPERM where a socket was being made: the filter refused an AF_UNIX socket.
+# "socket" must be on the same line (docker's "socket: operation not
+# permitted", Node's "socket EPERM") or the line before (the last frame of a
+# Python traceback, "_socket.socket.__init__(...)").
+_SOCKET_EPERM: Final = re.compile(
+    r"socket[^\n]*(?:operation not permitted|\beperm\b)"
+    r"|socket[^\n]*\n[^\n]*operation not permitted"
+)
 
 
 def is_likely_sandbox_denial(exit_code: int, output: str, spec: SandboxSpec | None = None) -> bool:
@@ -317,10 +387,12 @@ def is_likely_sandbox_denial(exit_code: int, output: str, spec: SandboxSpec | No
     costs the user one question, a false negative leaves the model confused.
     Only ask it about commands that ran confined. True when ``exit_code`` is
     positive and ``output`` (stdout and stderr, any case) shows a bwrap error,
-    a read-only filesystem or busy mount point, or, unless ``spec`` allowed
-    network, a network failure. Exit 0 and negative codes (killed by a signal:
-    a timeout or an interrupt) are never denials, nor is anything under
-    ``danger-full-access``. ``spec=None`` assumes the network was off.
+    a read-only filesystem or busy mount point, "Operation not permitted"
+    (EPERM) where a socket was made (the filter refuses Unix sockets, with or
+    without network), or, unless ``spec`` allowed network, a network failure.
+    Exit 0 and negative codes (killed by a signal: a timeout or an interrupt)
+    are never denials, nor is anything under ``danger-full-access``.
+    ``spec=None`` assumes the network was off.
     """
     if exit_code <= 0:
         return False
@@ -331,4 +403,4 @@ def is_likely_sandbox_denial(exit_code: int, output: str, spec: SandboxSpec | No
     network_off = spec is None or not (spec.mode == "workspace-write" and spec.network_access)
     markers = _FILESYSTEM_DENIALS + _NETWORK_DENIALS if network_off else _FILESYSTEM_DENIALS
     text = output.lower()
-    return any(marker in text for marker in markers)
+    return any(marker in text for marker in markers) or _SOCKET_EPERM.search(text) is not None

@@ -1,0 +1,156 @@
+"""A watchdog process that kills unconfined commands when this process dies, even by SIGKILL.
+
+A command under bubblewrap dies with us (``--die-with-parent`` and a PID
+namespace). An unconfined one would not: when ``kill -9`` ends the server,
+its commands are reparented to init and run on. ``PR_SET_PDEATHSIG`` on the
+child only covers the child (not what it starts), and setting it needs a
+``preexec_fn``, which costs a full fork of this process per command.
+
+So, once per process and only when the first unconfined command starts, a
+tiny Python process is started that reads ``+PGID`` / ``-PGID`` lines from a
+pipe: each command's process group as it starts and after it is gone. Only
+this process holds the pipe's write end, so the reaper reads EOF exactly
+when this process dies, however it dies; it then sends SIGKILL to every
+group still registered and exits. It lives in its own session (no terminal
+signals reach it) with /dev/null for output, so it never holds a client's
+pipe open. A command that leaves its process group (``setsid``, a daemon)
+is beyond its reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from typing import Final
+
+from codexcore._logging import get_logger
+
+__all__ = ["reaper"]
+
+_log = get_logger(__name__)
+
+_SCRIPT: Final = """\
+import os, signal
+os.closerange(3, 1 << 16)
+groups = set()
+with open(0, "rb", buffering=0) as pipe:
+    pending = b""
+    while chunk := pipe.read(4096):
+        *lines, pending = (pending + chunk).split(b"\\n")
+        for line in lines:
+            (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+# What the reaper's interpreter needs from our environment; nothing more, so
+# no key or token is copied into one more process.
+_ENV_KEEP: Final = ("PATH", "LD_LIBRARY_PATH", "PYTHONHOME")
+
+
+class Reaper:
+    """This process's reaper; use :func:`reaper`. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pipe: int | None = None
+        self._pid: int | None = None
+        self._groups: set[int] = set()
+
+    @property
+    def pid(self) -> int | None:
+        """The reaper's pid once started (for tests and diagnostics)."""
+        return self._pid
+
+    def register(self, pgid: int) -> None:
+        """Have group ``pgid`` killed if this process dies before :meth:`unregister`."""
+        with self._lock:
+            self._groups.add(pgid)
+            self._send(b"+%d\n" % pgid)
+
+    def unregister(self, pgid: int) -> None:
+        """Forget ``pgid`` (its members are gone; the number may be reused)."""
+        with self._lock:
+            self._groups.discard(pgid)
+            if self._pipe is not None:
+                self._send(b"-%d\n" % pgid)
+
+    def close(self) -> None:
+        """Stop the reaper as this process's death would, and wait for it to exit.
+
+        Groups still registered are killed. The process-wide reaper is never
+        closed (it must outlive everything); this is for private instances.
+        """
+        with self._lock:
+            if self._pipe is None or self._pid is None:
+                return
+            os.close(self._pipe)
+            os.waitpid(self._pid, 0)
+            self._pipe = self._pid = None
+            self._groups.clear()
+
+    def _send(self, line: bytes) -> None:
+        if self._pipe is None:
+            self._start()
+        assert self._pipe is not None
+        try:
+            os.write(self._pipe, line)  # < PIPE_BUF: atomic, and the reaper drains it
+        except BrokenPipeError:
+            # Someone killed the reaper: start another and tell it everything.
+            _log.warning("exec.reaper_lost", pid=self._pid)
+            os.close(self._pipe)
+            self._pipe = None  # never write to a closed (and maybe reused) descriptor
+            if self._pid is not None:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self._pid, os.WNOHANG)  # it is dead: collect the zombie
+            self._start()
+            assert self._pipe is not None
+            os.write(self._pipe, b"".join(b"+%d\n" % pgid for pgid in self._groups))
+
+    def _start(self) -> None:
+        read_end, write_end = os.pipe()  # both close-on-exec: no command inherits them
+        env = {name: os.environ[name] for name in _ENV_KEEP if name in os.environ}
+        try:
+            self._pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", "-c", _SCRIPT],
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read_end, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._pipe = write_end
+        _log.debug("exec.reaper_started", pid=self._pid)
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: the reaper and its groups are the parent's, not ours."""
+        if self._pipe is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pipe)
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._pipe = self._pid = None
+        self._groups = set()
+
+
+_REAPER: Final = Reaper()
+# A forked child (multiprocessing's fork start method) that runs commands gets a
+# reaper of its own, and does not hold the parent's pipe open past the parent.
+os.register_at_fork(after_in_child=_REAPER._forget_after_fork)
+
+
+def reaper() -> Reaper:
+    """The process-wide :class:`Reaper` (started lazily, on the first registration)."""
+    return _REAPER

@@ -1,0 +1,124 @@
+"""Every command dies with the server, whatever kills it: ``kill -9`` of a real ``serve --stdio``.
+
+Under bubblewrap the PID namespace takes everything with it; unconfined, the
+reaper (``codexcore/tools/_reaper.py``) kills each command's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call
+from codexcore.tools.sandbox import probe_sandbox
+
+from .server_helpers import StdioServer, say, sub
+
+pytestmark = pytest.mark.anyio
+
+WAIT_S = 10.0
+
+
+def _processes() -> dict[int, tuple[int, str, bytes]]:
+    """pid -> (ppid, state, argv joined by NULs) for every process we can read."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue  # exited while we looked
+        state, ppid = stat.rpartition(b")")[2].split()[:2]
+        found[int(entry)] = (int(ppid), state.decode(), cmdline)
+    return found
+
+
+def _alive_with(marker: bytes) -> list[int]:
+    """Live (not zombie) processes whose argv contains ``marker``."""
+    return [
+        pid
+        for pid, (_, state, cmdline) in _processes().items()
+        if marker in cmdline and state not in ("Z", "X")
+    ]
+
+
+def _reapers_of(parent: int) -> list[int]:
+    return [
+        pid
+        for pid, (ppid, state, cmdline) in _processes().items()
+        if ppid == parent and b"os.closerange" in cmdline and state not in ("Z", "X")
+    ]
+
+
+async def _until(what: str, check: object) -> None:
+    assert callable(check)
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("policy", ["danger-full-access", "workspace-write"])
+@pytest.mark.parametrize(
+    ("script", "count"),
+    [("echo started; sleep {d}", 1), ("sleep {d} & sleep {d}", 3)],
+    ids=["sleep", "grandchild"],
+)
+async def test_sigkill_of_the_server_leaves_no_command_behind(
+    tmp_path: Path, policy: str, script: str, count: int
+) -> None:
+    if policy != "danger-full-access" and probe_sandbox().kind != "bwrap":
+        pytest.skip(f"no working bubblewrap here: {probe_sandbox().reason}")
+    # An unusual duration marks this test's processes in /proc (bash's argv
+    # carries it too, hence 3 for the backgrounded case: bash and two sleeps).
+    duration = f"30.{uuid.uuid4().int % 10**9}"
+    marker = duration.encode()
+    model = ScriptedModel([shell_call(["bash", "-c", script.format(d=duration)], call_id="c1")])
+    async with ScriptedResponsesServer(model) as http:
+        server = await StdioServer.start(http.base_url, tmp_path)
+        try:
+            await server.send(
+                sub(
+                    "cfg",
+                    "configure_session",
+                    cwd=str(tmp_path),
+                    approval_policy="never",
+                    sandbox_policy={"type": policy},
+                ),
+                say("t1", "sleep"),
+            )
+            await server.until("exec_command_begin")
+            await _until(
+                f"{count} processes with {duration}", lambda: len(_alive_with(marker)) >= count
+            )
+            reapers = _reapers_of(server.pid)
+            # The reaper starts with the first unconfined command, and only then.
+            assert len(reapers) == (1 if policy == "danger-full-access" else 0), reapers
+            os.kill(server.pid, signal.SIGKILL)
+            assert await server.wait_exit() == -signal.SIGKILL
+            try:
+                await _until("the command to die", lambda: not _alive_with(marker))
+            except AssertionError:
+                raise AssertionError(f"left running: {_alive_with(marker)}") from None
+            await _until(
+                "the reaper to exit",
+                lambda: (
+                    not any(
+                        pid in _processes() and _processes()[pid][1] not in ("Z", "X")
+                        for pid in reapers
+                    )
+                ),
+            )
+        finally:
+            for pid in _alive_with(marker):
+                os.kill(pid, signal.SIGKILL)
+            await server.kill()
