@@ -70,8 +70,13 @@ async def _until(what: str, check: object) -> None:
 @pytest.mark.parametrize("policy", ["danger-full-access", "workspace-write"])
 @pytest.mark.parametrize(
     ("script", "count"),
-    [("echo started; sleep {d}", 1), ("sleep {d} & sleep {d}", 3)],
-    ids=["sleep", "grandchild"],
+    [
+        ("echo started; sleep {d}", 1),
+        ("sleep {d} & sleep {d}", 3),
+        # A daemon of its own session: found by the mark in its environment.
+        ("setsid sleep {d} & sleep {d}", 3),
+    ],
+    ids=["sleep", "grandchild", "setsid"],
 )
 async def test_sigkill_of_the_server_leaves_no_command_behind(
     tmp_path: Path, policy: str, script: str, count: int

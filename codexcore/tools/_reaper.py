@@ -13,26 +13,37 @@ this process holds the pipe's write end, so the reaper reads EOF exactly
 when this process dies, however it dies; it then sends SIGKILL to every
 group still registered and exits. It lives in its own session (no terminal
 signals reach it) with /dev/null for output, so it never holds a client's
-pipe open. A command that leaves its process group (``setsid``, a daemon)
-is beyond its reach.
+pipe open.
+
+Process groups miss two things: a command killed with us in the instant
+between its spawn and its registration, and a process that left its group
+(``setsid``, a daemon). So every reaped command also carries
+``CODEXCORE_REAPER=<token>`` in its environment, which its children inherit;
+after killing the groups, the reaper kills every process of the user whose
+environment carries that token. Only a process that both leaves its group
+and scrubs its environment escapes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sys
 import threading
 from typing import Final
 
 from codexcore._logging import get_logger
 
-__all__ = ["reaper"]
+__all__ = ["REAPER_ENV_VAR", "reaper"]
 
 _log = get_logger(__name__)
 
+REAPER_ENV_VAR: Final = "CODEXCORE_REAPER"
+"""Marks a reaped command's environment (and so its children's) with this process's token."""
+
 _SCRIPT: Final = """\
-import os, signal
+import os, signal, sys
 os.closerange(3, 1 << 16)
 groups = set()
 with open(0, "rb", buffering=0) as pipe:
@@ -46,6 +57,20 @@ for pgid in groups:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+mark = sys.argv[1].encode()
+for _ in range(5):  # again while a fork raced the previous sweep
+    found = False
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                marked = mark in file.read().split(b"\\0")
+            if marked:
+                os.kill(int(name), signal.SIGKILL)
+                found = True
+        except (OSError, ValueError):
+            pass
+    if not found:
+        break
 """
 
 # What the reaper's interpreter needs from our environment; nothing more, so
@@ -57,6 +82,8 @@ class Reaper:
     """This process's reaper; use :func:`reaper`. Thread-safe."""
 
     def __init__(self) -> None:
+        self.token = secrets.token_hex(16)
+        """The value of :data:`REAPER_ENV_VAR` in every command this reaper watches."""
         self._lock = threading.Lock()
         self._pipe: int | None = None
         self._pid: int | None = None
@@ -66,6 +93,13 @@ class Reaper:
     def pid(self) -> int | None:
         """The reaper's pid once started (for tests and diagnostics)."""
         return self._pid
+
+    def ensure_started(self) -> None:
+        """Start the reaper now if it is not running, so that registering a
+        command right after its spawn is one pipe write, not a process start."""
+        with self._lock:
+            if self._pipe is None:
+                self._start()
 
     def register(self, pgid: int) -> None:
         """Have group ``pgid`` killed if this process dies before :meth:`unregister`."""
@@ -118,7 +152,7 @@ class Reaper:
         try:
             self._pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", "-S", "-c", _SCRIPT],
+                [sys.executable, "-I", "-S", "-c", _SCRIPT, f"{REAPER_ENV_VAR}={self.token}"],
                 env,
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, read_end, 0),
@@ -141,6 +175,7 @@ class Reaper:
             with contextlib.suppress(OSError):
                 os.close(self._pipe)
         self._lock = threading.Lock()  # another thread may have held it at the fork
+        self.token = secrets.token_hex(16)
         self._pipe = self._pid = None
         self._groups = set()
 

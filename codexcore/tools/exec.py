@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import signal
 import subprocess
@@ -36,7 +37,7 @@ from attrs import frozen
 
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
-from codexcore.tools._reaper import reaper
+from codexcore.tools._reaper import REAPER_ENV_VAR, reaper
 from codexcore.tools.output import HeadTailBuffer
 
 __all__ = [
@@ -128,7 +129,9 @@ async def run_command(
       child is reaped and the pipes closed before ``CancelledError`` propagates.
     * ``on_output`` raised: handled like cancellation, then its exception propagates.
     * This process dies, even by SIGKILL, while the command runs: with ``reap``
-      (the default) the command's process group is killed by this process's
+      (the default) the command's process group, and every process whose
+      environment carries the watchdog's ``CODEXCORE_REAPER`` mark (set for the
+      command, inherited by its children), is killed by this process's
       watchdog (started with the first such command); pass ``reap=False`` only
       for a command that dies with its parent by itself (bwrap with
       ``--die-with-parent --unshare-pid``, as ``sandbox.confine`` builds it).
@@ -143,6 +146,11 @@ async def run_command(
     _check_arguments(argv, timeout_ms, max_chunk, capture_limit)
     started = time.monotonic()
     loop = asyncio.get_running_loop()
+    if reap:
+        # Before the spawn, so registering the group after it is one pipe write;
+        # the mark covers the instant between the two, and whatever leaves the group.
+        _tell_reaper(reaper().ensure_started)
+        env = {**(os.environ if env is None else env), REAPER_ENV_VAR: reaper().token}
     try:
         transport, protocol = await loop.subprocess_exec(
             _ExecProtocol,
@@ -160,9 +168,8 @@ async def run_command(
     run = _Run(transport, protocol, _Capture(capture_limit), max_chunk, on_output)
     _log.debug("exec.started", argv=list(argv), cwd=cwd, pid=run.pgid)
     if reap:
-        # At once, in the spawning thread: the window in which a SIGKILL of this
-        # process would leave the command running is a few instructions wide.
-        _tell_reaper(reaper().register, run.pgid)
+        # At once, in the spawning thread: one pipe write, the reaper runs already.
+        _tell_reaper(functools.partial(reaper().register, run.pgid))
     try:
         timed_out = await run.supervise(None if timeout_ms is None else timeout_ms / 1000)
     except BaseException:
@@ -170,21 +177,22 @@ async def run_command(
         _log.debug("exec.aborted", pid=run.pgid)
         raise
     finally:
-        if reap:
-            _tell_reaper(reaper().unregister, run.pgid)  # the group is gone: its number is free
+        if reap:  # the group is gone: its number is free
+            _tell_reaper(functools.partial(reaper().unregister, run.pgid))
     return run.result(started, timeout_ms if timed_out else None)
 
 
-def _tell_reaper(action: Callable[[int], None], pgid: int) -> None:
-    """Register or unregister ``pgid``; a reaper that cannot start costs a warning, not the run.
+def _tell_reaper(action: Callable[[], None]) -> None:
+    """Start the reaper, or (un)register a group; a reaper that cannot start costs a
+    warning, not the run.
 
     Without it the command still ends with the call (timeouts, cancellation and
     the group kill are ours); only a SIGKILL of this process would orphan it.
     """
     try:
-        action(pgid)
+        action()
     except OSError as exc:
-        _log.warning("exec.reaper_unavailable", pgid=pgid, error=str(exc))
+        _log.warning("exec.reaper_unavailable", error=str(exc))
 
 
 def _check_arguments(
