@@ -75,6 +75,10 @@ def answer(data: bytes) -> Reply:
     return reply
 
 
+# A short read timeout, but room to connect: a loaded machine may take longer
+# than 0.2 s to accept, which is not what these tests are about.
+READ_ONLY_0_2 = httpx.Timeout(0.2, connect=10.0)
+
 async def get(client: httpx.AsyncClient, url: str) -> bytes:
     async with client.stream("POST", url, content=b"{}") as response:
         return b"".join([chunk async for chunk in response.aiter_raw()])
@@ -161,7 +165,7 @@ async def test_a_silent_server_trips_the_read_timeout() -> None:
     async def silent(reader: asyncio.StreamReader, _: asyncio.StreamWriter) -> None:
         await reader.read()  # never answers
 
-    impatient = httpx.AsyncClient(transport=H11Transport(), timeout=0.2)
+    impatient = httpx.AsyncClient(transport=H11Transport(), timeout=READ_ONLY_0_2)
     async with serving(silent) as (url, _), impatient as http:
         started = asyncio.get_running_loop().time()
         with pytest.raises(httpx.ReadTimeout):
@@ -175,7 +179,7 @@ async def test_a_stream_that_stalls_midway_trips_the_read_timeout() -> None:
         await writer.drain()
         await reader.read()
 
-    impatient = httpx.AsyncClient(transport=H11Transport(), timeout=0.2)
+    impatient = httpx.AsyncClient(transport=H11Transport(), timeout=READ_ONLY_0_2)
     async with serving(stall) as (url, _), impatient as http:
         with pytest.raises(httpx.ReadTimeout):
             await get(http, url)
