@@ -1,9 +1,9 @@
 """Which dialect a connection speaks: its first frame decides, on every transport.
 
-A first line that is a JSON object with ``"jsonrpc": "2.0"`` selects the
-JSON-RPC dialect (``docs/jsonrpc.md``); anything else the native one, which
-then reads that line as it always did (a ``hello`` on sockets, a ``hello``
-or the first submission on stdio). ``--protocol native|jsonrpc`` forces one.
+A first line that is a JSON object with ``"jsonrpc": "2.0"`` (or a batch that
+starts with one) selects the JSON-RPC dialect (``docs/jsonrpc.md``); anything
+else the native one, which then reads that line as it always did (a ``hello``
+on sockets, a ``hello`` or the first submission on stdio). ``--protocol native|jsonrpc`` forces one.
 
 Before the first line, a socket connection is counted in and its peer
 checked (Unix). A refusal at that point is said in the forced dialect, or
@@ -40,13 +40,16 @@ class Dialects:
 
 
 def speaks_jsonrpc(first: Item | None) -> bool:
-    """Is this first line a JSON-RPC 2.0 message (an object with ``"jsonrpc": "2.0"``)?"""
+    """Is this first line JSON-RPC 2.0: an object with ``"jsonrpc": "2.0"``, or a batch
+    whose first entry is one (the native dialect takes no arrays)?"""
     if first is None or isinstance(first, LineTooLong):
         return False
     try:
         value = orjson.loads(first)
     except orjson.JSONDecodeError:
         return False
+    if isinstance(value, list) and value:
+        value = value[0]
     return isinstance(value, dict) and value.get("jsonrpc") == "2.0"
 
 

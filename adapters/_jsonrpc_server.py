@@ -362,8 +362,10 @@ class RpcConnection:
             self.ctx.answered(received)
         elif isinstance(received, Ignored):
             log.info("ignored", why=received.why)
-        elif received.method == "initialize" and not self.machine.ready:
-            return await self._handshake(received)  # before anything else, in order
+        elif received.method == "initialize" and not received.notification:
+            return await self._handshake(received)  # in order: it governs what follows
+        elif received.method not in self.ctx.methods:
+            await self._call(received)  # answered at once, in order: no task to wait for
         else:
             task = asyncio.create_task(self._call(received))
             self.handlers.add(task)
@@ -371,8 +373,9 @@ class RpcConnection:
         return True
 
     async def _handshake(self, call: Call) -> bool:
-        data = await run_call(self.ctx, self.machine, call)
-        await self.outbox.put(data)
+        await self._call(call)
+        if self.machine.ready:
+            return True  # initialize is optional here: a failed one changes nothing
         if not self.ctx.initialized:
             return False
         self.machine.initialized()

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from codexcore._logging import get_logger
+
 from ._dialect import Dialects, serve_stdio_conduit
 from ._host import HostConfig, SessionHost
 from ._native import READ_CHUNK
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["FdConduit", "claim_stdio", "serve_stdio"]
+
+log = get_logger(__name__)
 
 WRITE_HIGH_WATER = 64 * 1024
 
@@ -234,8 +238,10 @@ async def serve_stdio(
     for signum in signals:
         loop.add_signal_handler(signum, host.begin_close)
     conduit = await FdConduit.open(in_fd, out_fd)
+    dialects = dialects or Dialects()
+    log.info("serving stdio", protocol=dialects.protocol)  # signals now end it in order
     try:
-        return await serve_stdio_conduit(host, conduit, dialects or Dialects())
+        return await serve_stdio_conduit(host, conduit, dialects)
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
