@@ -24,7 +24,7 @@ import attrs
 
 from codexcore import __version__
 
-from ._jsonrpc import INVALID_PARAMS, UNAUTHORIZED, RpcError
+from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext
@@ -260,7 +260,7 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
     if ctx.require_token and not ctx.host.check_token(token if isinstance(token, str) else None):
         raise RpcError(UNAUTHORIZED, "unauthorized: the token is missing or wrong")
     if ctx.initialized:
-        raise RpcError(INVALID_PARAMS, "Invalid params: this connection is already initialized")
+        raise RpcError(INVALID_REQUEST, "Invalid Request: this connection is already initialized")
     table = ctx.methods
     if "clientName" in params:
         seed001 = decode_params(Initialize001, params)

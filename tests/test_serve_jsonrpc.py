@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 import signal
 import tempfile
@@ -160,6 +162,10 @@ async def test_every_error_and_the_connection_goes_on(tmp_path: Path) -> None:
         assert "empty batch" in got[3]["error"]["message"]
         assert got[8] == not_found(8, "no.such.method")
         assert (await answer(ui))["result"]["server"]["name"] == "codexcore"  # still served
+        await ui.send(SEED_000_INITIALIZE)  # once is enough
+        again = await answer(ui)
+        assert (again["id"], again["error"]["code"]) == ("1", -32600)
+        assert "already initialized" in again["error"]["message"]
         await finish(ui)
 
 
@@ -255,10 +261,14 @@ def private_dir() -> Iterator[Path]:
 
 
 @asynccontextmanager
-async def sockets(tmp_path: Path, unix: Path | None = None) -> AsyncIterator[ServerProcess]:
+async def sockets(
+    tmp_path: Path, *args: str, unix: Path | None = None, tcp: bool = True
+) -> AsyncIterator[ServerProcess]:
     async with ScriptedResponsesServer(ScriptedModel([])) as http:
         env = server_env(http.base_url, CODEXCORE_TOKEN=TOKEN, CODEXCORE_LOG="info")
-        server = await ServerProcess.start(http.base_url, tmp_path, unix=unix, env=env)
+        server = await ServerProcess.start(
+            http.base_url, tmp_path, *args, unix=unix, tcp=tcp, env=env
+        )
         try:
             yield server
         finally:
@@ -320,3 +330,49 @@ async def test_unix_needs_no_initialize_and_serves_both_dialects(tmp_path: Path)
             # A connection without a session ends at once when the server stops.
             assert await server.stop(within=10) == 0
             await ui.to_end(within=5)
+
+
+NOBODY_RPC_CLIENT = """
+import json, socket, sys
+with socket.socket(socket.AF_UNIX) as sock:
+    sock.settimeout(10)
+    sock.connect(sys.argv[1])
+    sock.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "get_status"}).encode() + b"\\n")
+    sys.stdout.write(sock.makefile("rb").readline().decode())
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
+    reason="needs root, to run a client as another user",
+)
+@pytest.mark.parametrize("protocol", ["jsonrpc", "auto"])
+async def test_unix_refuses_another_user_in_json_rpc_too(tmp_path: Path, protocol: str) -> None:
+    with private_dir() as run:
+        path = run / "s.sock"
+        async with sockets(tmp_path, "--protocol", protocol, unix=path, tcp=False) as server:
+            # Loosened permissions: only the peer check stands between the socket and nobody.
+            os.chmod(run, 0o755)
+            os.chmod(path, 0o666)
+            process = await asyncio.create_subprocess_exec(
+                "/usr/bin/python3",
+                "-c",
+                NOBODY_RPC_CLIENT,
+                str(path),
+                user=65534,
+                group=65534,
+                extra_groups=[],
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={},
+            )
+            stdout, stderr = await asyncio.wait_for(process.communicate(), 15)
+            assert process.returncode == 0, stderr.decode()
+            refusal = orjson.loads(stdout)
+            if protocol == "jsonrpc":
+                assert refusal["id"] is None
+                assert refusal["error"]["code"] == -32011
+                assert "uid 65534" in refusal["error"]["message"]
+            else:  # before reading anything from it, the peer is refused natively
+                assert (refusal["type"], refusal["code"]) == ("refused", "unauthorized")
+            assert await server.stop() == 0
