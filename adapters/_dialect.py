@@ -104,7 +104,8 @@ async def serve_socket(
             async with asyncio.timeout(config.handshake_timeout):
                 first = await lines.next_nonblank()
         except TimeoutError:
-            message = f"no hello within {config.handshake_timeout} seconds"
+            said = "initialize" if protocol == "jsonrpc" else "hello"
+            message = f"no {said} within {config.handshake_timeout} seconds"
             timeout = HostRefusal("handshake_timeout", message)
             await _refuse(protocol, conduit, timeout, config.stuck_timeout)
             return

@@ -317,6 +317,25 @@ async def test_tcp_requires_initialize_with_the_token_first(tmp_path: Path) -> N
         await native.close()
 
 
+async def test_tcp_forced_to_json_rpc_times_out_and_refuses_in_json_rpc(tmp_path: Path) -> None:
+    async with sockets(tmp_path, "--protocol", "jsonrpc", "--handshake-timeout", "0.3") as server:
+        silent = await server.client()
+        await silent.to_end()  # say nothing
+        assert silent.seen == [
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32010, "message": "no initialize within 0.3 seconds"},
+            }
+        ]
+        native = await server.client()
+        await native.send(hello())
+        await native.to_end()
+        (refusal,) = native.seen  # not a JSON-RPC request: -32600, and closed
+        assert (refusal["id"], refusal["error"]["code"]) == (None, -32600)
+        assert '"jsonrpc" must be "2.0"' in refusal["error"]["message"]
+
+
 async def test_unix_needs_no_initialize_and_serves_both_dialects(tmp_path: Path) -> None:
     with private_dir() as run:
         async with sockets(tmp_path, unix=run / "s.sock") as server:
