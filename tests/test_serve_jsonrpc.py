@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import signal
+import socket
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -395,3 +396,43 @@ async def test_unix_refuses_another_user_in_json_rpc_too(tmp_path: Path, protoco
             else:  # before reading anything from it, the peer is refused natively
                 assert (refusal["type"], refusal["code"]) == ("refused", "unauthorized")
             assert await server.stop() == 0
+
+
+def _flood_until_blocked(address: tuple[str, int], line: bytes, cap: int) -> int:
+    """Send ``line`` over and over, never reading, until the server stops taking them
+    (a send blocks for 2 s) or ``cap`` bytes went out; returns the bytes sent."""
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(orjson.dumps(initialize(TOKEN)) + b"\n")
+        sock.settimeout(2)
+        sent = 0
+        chunk = line * 16
+        try:
+            while sent < cap:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except TimeoutError:
+            pass
+        return sent
+
+
+async def test_a_client_that_floods_without_reading_is_slowed_not_buffered(
+    tmp_path: Path,
+) -> None:
+    """Each request's error names its 8 KB method, so answers are as big as requests:
+    a client that never reads them is stopped by TCP flow control, not buffered."""
+    method = "m" * 8192
+    line = orjson.dumps(req(1, method)) + b"\n"
+    cap = 256 * 1024 * 1024
+    async with sockets(tmp_path, "--send-buffer-bytes", "262144") as server:
+        assert server.tcp is not None
+        baseline = server.memory_kib()
+        sent = await asyncio.to_thread(_flood_until_blocked, server.tcp, line, cap)
+        peak = server.memory_kib("VmHWM")
+        # The server still serves others.
+        other = await server.client()
+        await other.send(initialize(TOKEN))
+        assert (await answer(other))["result"]["server"]["name"] == "codexcore"
+    assert sent < 64 * 1024 * 1024, f"{sent} bytes went out before the server pushed back"
+    growth_mib = (peak - baseline) / 1024
+    assert growth_mib < 32, f"server memory grew by {growth_mib:.1f} MiB"
