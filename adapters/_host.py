@@ -664,6 +664,7 @@ class SessionHost:
         self._pumps: set[asyncio.Task[None]] = set()
         self._connections = 0
         self._closing = False
+        self._closing_event = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
 
     # --- lifecycle --------------------------------------------------------------------
@@ -686,10 +687,15 @@ class SessionHost:
     def begin_close(self) -> None:
         """Refuse new work and start shutting every session down, without waiting."""
         self._closing = True
+        self._closing_event.set()
         if self._sweeper is not None:
             self._sweeper.cancel()
         for session in list(self._sessions.values()):
             self._shut_down(session)
+
+    async def wait_closing(self) -> None:
+        """Return once the host begins closing (for a connection that has no session to end)."""
+        await self._closing_event.wait()
 
     async def aclose(self) -> None:
         """Shut every session down (attached clients get ``shutdown_complete``) and release all."""

@@ -3,7 +3,8 @@
 A connection reads lines with the :class:`~._framing.LineReader` and writes
 what its :class:`~._host.Attachment` hands it. Over a socket the first line
 must be a ``hello`` (:func:`serve_connection`); over stdio it may be one
-(:func:`serve_stdio_session`). After that, every line is a submission for
+(:func:`serve_stdio_session`). Which dialect a connection speaks is chosen
+from its first line by ``_dialect``. After that, every line is a submission for
 the engine: a bad one becomes a ``Rejected`` that the engine answers with an
 ``error`` event numbered in order with the rest, and the connection goes on.
 
@@ -79,7 +80,7 @@ def frame(batch: list[Frame]) -> bytes:
     return b"\n".join(parts)
 
 
-class _Lines:
+class Lines:
     """The lines of a conduit, one at a time, through a bounded :class:`LineReader`."""
 
     def __init__(self, conduit: Conduit, limit: int) -> None:
@@ -116,21 +117,31 @@ REFUSAL_LINGER = 2.0
 async def _refuse(
     conduit: Conduit, code: str, message: str, flush_timeout: float | None, *, linger: bool = True
 ) -> None:
-    """Write one ``refused`` line and close so that the client surely reads it.
+    """Write one ``refused`` line and close so that the client surely reads it."""
+    log.info("connection refused", code=code)
+    data = encode_connection_msg(Refused(code, message)) + b"\n"
+    if linger:
+        await send_and_close(conduit, data, flush_timeout)
+    else:
+        conduit.write(data)
+        await conduit.close(flush_timeout)
+
+
+async def send_and_close(conduit: Conduit, data: bytes, flush_timeout: float | None) -> None:
+    """Write ``data`` (a refusal, in any dialect) and close so that the client surely reads it.
 
     Closing a socket whose input was not read makes the kernel send a reset,
     which can destroy the line before the client reads it. So the server
     half-closes, then reads and discards what the client still sends (its
     hello, pipelined submissions) until it closes too, or for a moment.
     """
-    log.info("connection refused", code=code)
-    conduit.write(encode_connection_msg(Refused(code, message)) + b"\n")
-    if linger:
-        conduit.write_eof()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(REFUSAL_LINGER):
-                while await conduit.read():
-                    pass
+    if data:
+        conduit.write(data)
+    conduit.write_eof()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(REFUSAL_LINGER):
+            while await conduit.read():
+                pass
     await conduit.close(flush_timeout)
 
 
@@ -151,73 +162,53 @@ def _check_hello(item: Item | None, limit: int) -> Hello | HostRefusal:
     return decoded
 
 
+async def refuse(conduit: Conduit, refusal: HostRefusal, flush_timeout: float | None) -> None:
+    """Refuse a socket client in this dialect (one ``refused`` line), then close."""
+    await _refuse(conduit, refusal.code, refusal.message, flush_timeout)
+
+
 async def serve_connection(
     host: SessionHost,
     conduit: Conduit,
+    lines: Lines,
+    first: Item,
     *,
-    peer_problem: str | None = None,
     on_attached: Callable[[], None] | None = None,
 ) -> None:
-    """Serve one socket connection: handshake, then submissions in and events out.
+    """Serve one socket connection whose first line, ``first``, must be a ``hello``.
 
-    ``peer_problem`` refuses the client at once (``unauthorized``), e.g. for
-    a Unix peer of another user. ``on_attached`` is called once the client
-    is attached (the server stops treating it as a handshake in progress).
+    ``on_attached`` is called once the client is attached (the server stops
+    treating it as a handshake in progress). The caller counted the
+    connection in and checked its peer (see ``_dialect.serve_socket``).
     """
     config = host.config
+    hello = _check_hello(first, config.max_line_bytes)
     try:
-        host.open_connection()
+        if isinstance(hello, HostRefusal):
+            raise hello
+        attachment = await host.attach(
+            token=hello.token,
+            session_id=hello.session_id,
+            last_seq=hello.last_seq,
+            control=hello.control,
+        )
     except HostRefusal as exc:
         await _refuse(conduit, exc.code, exc.message, config.stuck_timeout)
         return
-    try:
-        if peer_problem is not None:
-            await _refuse(conduit, "unauthorized", peer_problem, config.stuck_timeout)
-            return
-        lines = _Lines(conduit, config.max_line_bytes)
-        try:
-            async with asyncio.timeout(config.handshake_timeout):
-                first = await lines.next_nonblank()
-        except TimeoutError:
-            await _refuse(
-                conduit,
-                "handshake_timeout",
-                f"no hello within {config.handshake_timeout} seconds",
-                config.stuck_timeout,
-            )
-            return
-        if first is None:
-            conduit.abort()
-            return
-        hello = _check_hello(first, config.max_line_bytes)
-        try:
-            if isinstance(hello, HostRefusal):
-                raise hello
-            attachment = await host.attach(
-                token=hello.token,
-                session_id=hello.session_id,
-                last_seq=hello.last_seq,
-                control=hello.control,
-            )
-        except HostRefusal as exc:
-            await _refuse(conduit, exc.code, exc.message, config.stuck_timeout)
-            return
-        if on_attached is not None:
-            on_attached()
-        log.info(
-            "client attached",
-            session=attachment.session_id,
-            client=hello.client.name,
-            resumed=attachment.resumed,
-        )
-        await run_attachment(
-            conduit, attachment, lines, host.welcome(attachment), config.stuck_timeout
-        )
-    finally:
-        host.close_connection()
+    if on_attached is not None:
+        on_attached()
+    log.info(
+        "client attached",
+        session=attachment.session_id,
+        client=hello.client.name,
+        resumed=attachment.resumed,
+    )
+    await run_attachment(conduit, attachment, lines, host.welcome(attachment), config.stuck_timeout)
 
 
-async def serve_stdio_session(host: SessionHost, conduit: Conduit) -> int:
+async def serve_stdio_session(
+    host: SessionHost, conduit: Conduit, lines: Lines | None = None, first: Item | None = None
+) -> int:
     """Serve the one session of ``codexcore serve --stdio``; returns the exit code.
 
     The handshake is optional: a first line that is a ``hello`` is answered
@@ -225,10 +216,13 @@ async def serve_stdio_session(host: SessionHost, conduit: Conduit) -> int:
     trusted), anything else is the first submission. At end of input the
     session is shut down with a ``shutdown`` submission of the server's own
     (id ``eof-…``), so every event up to ``shutdown_complete`` is written.
+    ``lines`` and ``first``: the input and its first non-blank line, when
+    the caller already read it (to choose the dialect).
     """
     attachment = await host.attach(token=None, lossless=True)
-    lines = _Lines(conduit, host.config.max_line_bytes)
-    first = await lines.next_nonblank()
+    if lines is None:
+        lines = Lines(conduit, host.config.max_line_bytes)
+        first = await lines.next_nonblank()
     welcome: Welcome | None = None
     if first is not None and not isinstance(first, LineTooLong):
         decoded = decode_line(first)
@@ -252,7 +246,7 @@ async def serve_stdio_session(host: SessionHost, conduit: Conduit) -> int:
 async def run_attachment(
     conduit: Conduit,
     attachment: Attachment,
-    lines: _Lines,
+    lines: Lines,
     welcome: Welcome | None,
     stuck_timeout: float | None,
     *,
@@ -285,7 +279,7 @@ async def run_attachment(
     return writer.result()
 
 
-async def _read(lines: _Lines, attachment: Attachment, first: Item | None, stdio: bool) -> None:
+async def _read(lines: Lines, attachment: Attachment, first: Item | None, stdio: bool) -> None:
     limit = lines._reader.limit
     item = first if first is not None else await lines.next()
     while item is not None:

@@ -1,9 +1,9 @@
 """Socket transports over asyncio streams: the listener shared by TCP and Unix sockets.
 
 A :class:`Listener` accepts connections and hands each, wrapped as a
-:class:`StreamConduit`, to the native dialect. It knows nothing of sessions:
-those belong to the :class:`~._host.SessionHost` it serves, which several
-listeners may share.
+:class:`StreamConduit`, to the dialect its first line chooses (``_dialect``).
+It knows nothing of sessions: those belong to the :class:`~._host.SessionHost`
+it serves, which several listeners may share.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable
 
 from codexcore._logging import get_logger
 
+from ._dialect import Dialects, serve_socket
 from ._host import SessionHost
-from ._native import READ_CHUNK, serve_connection
+from ._native import READ_CHUNK
 
 log = get_logger(__name__)
 
@@ -95,8 +96,17 @@ class StreamConduit:
 class Listener:
     """Accepts connections for a :class:`SessionHost`; see :class:`~.tcp.TcpServer`."""
 
-    def __init__(self, host: SessionHost, *, peer_check: PeerCheck | None = None) -> None:
+    def __init__(
+        self,
+        host: SessionHost,
+        *,
+        peer_check: PeerCheck | None = None,
+        dialects: Dialects | None = None,
+        require_initialize: bool = False,
+    ) -> None:
         self.host = host
+        self.dialects = dialects or Dialects()
+        self._require_initialize = require_initialize
         self._peer_check = peer_check
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
@@ -112,9 +122,11 @@ class Listener:
             if self._peer_check is not None:
                 sock = writer.get_extra_info("socket")
                 problem = self._peer_check(sock)
-            await serve_connection(
+            await serve_socket(
                 self.host,
                 StreamConduit(reader, writer),
+                self.dialects,
+                require_initialize=self._require_initialize,
                 peer_problem=problem,
                 on_attached=lambda: self._greeting.discard(task),
             )

@@ -26,13 +26,18 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from codexcore._logging import get_logger
+
+from ._dialect import Dialects, serve_stdio_conduit
 from ._host import HostConfig, SessionHost
-from ._native import READ_CHUNK, serve_stdio_session
+from ._native import READ_CHUNK
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["FdConduit", "claim_stdio", "serve_stdio"]
+
+log = get_logger(__name__)
 
 WRITE_HIGH_WATER = 64 * 1024
 
@@ -210,12 +215,14 @@ async def serve_stdio(
     config: HostConfig | None = None,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
+    dialects: Dialects | None = None,
 ) -> int:
     """Serve one session over ``in_fd``/``out_fd`` until it ends; returns the exit code.
 
     0 when the session ended in order (end of input, or a ``shutdown``
     submission), 1 when the output was lost, 2 when the optional ``hello``
     was refused. SIGTERM and SIGINT shut the session down in order too.
+    The first line chooses the dialect, unless ``dialects`` forces one.
     """
     config = attrs.evolve(
         config or HostConfig(),
@@ -231,8 +238,10 @@ async def serve_stdio(
     for signum in signals:
         loop.add_signal_handler(signum, host.begin_close)
     conduit = await FdConduit.open(in_fd, out_fd)
+    dialects = dialects or Dialects()
+    log.info("serving stdio", protocol=dialects.protocol)  # signals now end it in order
     try:
-        return await serve_stdio_session(host, conduit)
+        return await serve_stdio_conduit(host, conduit, dialects)
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)

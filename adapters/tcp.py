@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import ssl as _ssl
 
+from ._dialect import Dialects
 from ._host import SessionHost
 from ._native import READ_CHUNK
 from ._server import Listener, keepalive, shutdown
@@ -37,8 +38,10 @@ class TcpServer(Listener):
         port: int = 0,
         *,
         ssl: _ssl.SSLContext | None = None,
+        dialects: Dialects | None = None,
     ) -> None:
-        super().__init__(host, peer_check=keepalive)
+        # A JSON-RPC client proves it has the token in its initialize, before anything else.
+        super().__init__(host, peer_check=keepalive, dialects=dialects, require_initialize=True)
         self._bind = (address, port)
         self._ssl = ssl
         self.address: tuple[str, int] | None = None

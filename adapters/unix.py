@@ -19,6 +19,7 @@ import stat
 import struct
 from pathlib import Path
 
+from ._dialect import Dialects
 from ._host import SessionHost
 from ._native import READ_CHUNK
 from ._server import Listener, shutdown
@@ -113,8 +114,14 @@ def _namespace(pid: int | str, kind: str) -> str:
 class UnixServer(Listener):
     """Serves a :class:`SessionHost` on a Unix socket."""
 
-    def __init__(self, host: SessionHost, path: str | os.PathLike[str] | None = None) -> None:
-        super().__init__(host, peer_check=same_user)
+    def __init__(
+        self,
+        host: SessionHost,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        dialects: Dialects | None = None,
+    ) -> None:
+        super().__init__(host, peer_check=same_user, dialects=dialects)
         self.path = Path(path) if path is not None else default_socket_path()
         self._inode: int | None = None
 

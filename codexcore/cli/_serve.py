@@ -4,6 +4,11 @@
 as NDJSON on stdin, Events on stdout (and nothing else on stdout: logs go to
 stderr). End of input shuts the session down and exits 0.
 
+Every transport also speaks JSON-RPC 2.0 (docs/jsonrpc.md): a connection whose
+first line is a JSON-RPC object gets that dialect (--protocol forces one). Over
+TCP a JSON-RPC client opens with initialize carrying the token in
+params.auth.token.
+
 --tcp and --unix serve many sessions, which clients create, attach to,
 watch and resume; both may be given at once (one set of sessions). A TCP
 client must present the token: from --token-file, else $CODEXCORE_TOKEN,
@@ -30,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from . import plain
 
 if TYPE_CHECKING:
+    from ..adapters._dialect import Dialects
     from ..adapters._host import HostConfig
     from ..adapters._server import Listener
 
@@ -68,6 +74,14 @@ def register(subparsers: Any) -> None:
         "generated one is printed on stderr; a Unix-only server without either relies on "
         "the peer's uid)",
     )
+    dialect = parser.add_argument_group("dialect")
+    dialect.add_argument(
+        "--protocol",
+        choices=("auto", "native", "jsonrpc"),
+        default="auto",
+        help="the wire: auto (each connection's first line chooses: a JSON-RPC 2.0 object "
+        "selects JSON-RPC, anything else native), or one forced (docs/jsonrpc.md)",
+    )
     sessions = parser.add_argument_group("sessions")
     sessions.add_argument("--profile", help="a profile from config.toml")
     sessions.add_argument("-m", "--model", help="the model sessions start with")
@@ -86,6 +100,7 @@ def register(subparsers: Any) -> None:
     _number(limits, "--stuck-timeout", float, 30.0, "seconds before a non-reading client is cut")
     _number(limits, "--idle-timeout", float, 600.0, "seconds an unattached, quiet session lives")
     _number(limits, "--handshake-timeout", float, 10.0, "seconds a client has to say hello")
+    _number(limits, "--max-pending-requests", int, 100, "JSON-RPC calls in flight per connection")
     parser.set_defaults(run=run)
 
 
@@ -121,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
             _say(str(exc))
             return 2
         in_fd, out_fd = claim_stdio()
-        return asyncio.run(_serve_stdio(config, in_fd, out_fd))
+        return asyncio.run(_serve_stdio(config, _dialects(args), in_fd, out_fd))
     if not args.tcp and args.unix is None:
         _say("say where to serve: --stdio, --tcp HOST:PORT or --unix [PATH]")
         return 2
@@ -200,10 +215,17 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-async def _serve_stdio(config: HostConfig, in_fd: int, out_fd: int) -> int:
+def _dialects(args: argparse.Namespace) -> Dialects:
+    from ..adapters._dialect import Dialects
+    from ..adapters._jsonrpc_server import RpcOptions
+
+    return Dialects(args.protocol, RpcOptions(max_pending=args.max_pending_requests))
+
+
+async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_fd: int) -> int:
     from ..adapters.stdio import serve_stdio
 
-    return await serve_stdio(in_fd, out_fd, config)
+    return await serve_stdio(in_fd, out_fd, config, dialects=dialects)
 
 
 async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
@@ -214,12 +236,13 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
 
     host = SessionHost(config)
     await host.start()
+    dialects = _dialects(args)
     listeners: list[Listener] = []
     try:
         if args.tcp:
             address, port = parse_address(args.tcp)
             ssl = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
-            tcp = TcpServer(host, address, port, ssl=ssl)
+            tcp = TcpServer(host, address, port, ssl=ssl, dialects=dialects)
             listeners.append(tcp)
             bound = await tcp.start()
             scheme = "tls" if ssl else "tcp"
@@ -227,7 +250,7 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
             if ssl is None and not _loopback(address):
                 _say("warning: plain TCP beyond this machine: the token travels in clear text")
         if args.unix is not None:
-            unix = UnixServer(host, args.unix or None)
+            unix = UnixServer(host, args.unix or None, dialects=dialects)
             listeners.append(unix)
             _say(f"listening on unix {await unix.start()}")
     except (OSError, ValueError) as exc:

@@ -1,0 +1,286 @@
+"""The JSON-RPC dialect's method table: method name -> handler, with typed params.
+
+A method is registered with the attrs class its params decode into
+(:func:`decode_params`): a field missing without a default is -32602 naming
+it, a field of the wrong type is -32602 naming its path, and fields the
+class does not know are ignored (the seeds' params "allow future
+expansion"). A field's wire name is its attrs name, or ``metadata={"wire":
+"camelName"}`` for the seeds that speak camelCase.
+
+``initialize`` is registered here, in both seeds' shapes; the capabilities it
+announces are computed from the table, so each is true only when the method
+behind it is registered. A method a seed names that nobody registered is
+answered -32601 by the runner, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
+
+import attrs
+
+from codexcore import __version__
+
+from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
+
+if TYPE_CHECKING:
+    from ._jsonrpc_server import RpcContext
+
+P = TypeVar("P")
+Handler = Callable[["RpcContext", P], Awaitable[Any]]
+
+PROTOCOL_VERSION = "0"
+"""Seed 000's protocol version, the one this dialect speaks."""
+
+SEED_METHODS: Mapping[str, tuple[str, ...]] = {
+    "000": (
+        "initialize",
+        "run.start",
+        "run.cancel",
+        "session.list",
+        "session.history",
+        "auth.logout",
+        "model.list",
+        "model.set",
+        "tool.call",
+        "shell.exec",
+        "mcp.list",
+        "skills.list",
+        "context.inspect",
+        "theme.set",
+        "ui.context.update",
+    ),
+    "001": ("initialize", "generate", "customize", "chat", "exit"),
+    "004": (
+        "get_status",
+        "stop",
+        "checkpoint",
+        "inject_prompt",
+        "set_interactive_mode",
+        "write_pty",
+        "subscribe",
+        "unsubscribe",
+    ),
+}
+"""Every method a UI sends to its runtime in each seed (and in the Codelia TUI's sources)."""
+
+SERVER_CAPABILITIES: Mapping[str, str] = {
+    "supports_run_cancel": "run.cancel",
+    "supports_shell_exec": "shell.exec",
+    "supports_mcp_list": "mcp.list",
+    "supports_skills_list": "skills.list",
+    "supports_context_inspect": "context.inspect",
+    "supports_tool_call": "tool.call",
+    "supports_theme_set": "theme.set",
+}
+"""Seed 000's capabilities that a method provides: true exactly when it is registered."""
+
+SERVER_FEATURES = ("supports_ui_requests", "supports_permission_preflight_events")
+"""Seed 000's capabilities that no one method provides: true once :meth:`MethodTable.provide`
+is called by the code that implements them (runtime-to-UI requests, preflight events)."""
+
+CAPABILITIES_001: Mapping[str, str] = {
+    "codeGeneration": "generate",
+    "customization": "customize",
+    "streaming": "chat",
+}
+"""Seed 001's capabilities, each true exactly when its method is registered."""
+
+
+@attrs.frozen
+class Method(Generic[P]):
+    name: str
+    handler: Handler[P]
+    params: type[P]
+
+
+class MethodTable:
+    """What a JSON-RPC connection can be asked: ``name -> (handler, params class)``."""
+
+    def __init__(self) -> None:
+        self._methods: dict[str, Method[Any]] = {}
+        self._features: set[str] = set()
+
+    def add(self, name: str, handler: Handler[P], params: type[P]) -> None:
+        """Register ``handler(ctx, params)``; its result is the response's ``result``.
+
+        ``params`` is an attrs class (decoded by :func:`decode_params`) or
+        ``dict`` for the raw object. The handler raises :class:`RpcError` to
+        answer with an error; any other exception is -32603.
+        """
+        if name in self._methods:
+            raise ValueError(f"method {name!r} is already registered")
+        self._methods[name] = Method(name, handler, params)
+
+    def provide(self, feature: str) -> None:
+        """Announce one of :data:`SERVER_FEATURES` (its implementation is registered)."""
+        if feature not in SERVER_FEATURES:
+            raise ValueError(f"unknown feature {feature!r}; expected one of {SERVER_FEATURES}")
+        self._features.add(feature)
+
+    def get(self, name: str) -> Method[Any] | None:
+        return self._methods.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._methods
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._methods)
+
+    def server_capabilities(self) -> dict[str, bool]:
+        """Seed 000's ``server_capabilities``: honest, from what is registered."""
+        found = {cap: method in self._methods for cap, method in SERVER_CAPABILITIES.items()}
+        return found | {feature: feature in self._features for feature in SERVER_FEATURES}
+
+    def capabilities_001(self) -> dict[str, bool]:
+        return {cap: method in self._methods for cap, method in CAPABILITIES_001.items()}
+
+
+# --- params -------------------------------------------------------------------------------
+
+
+def decode_params(cls: type[P], value: Any, path: str = "params") -> P:
+    """``value`` (a request's params) as ``cls``; raises -32602 naming the field at fault."""
+    if cls is dict:
+        if value is None:
+            return typing.cast(P, {})
+        if not isinstance(value, dict):
+            raise _bad(path, "expected an object (named parameters)")
+        return typing.cast(P, value)
+    return typing.cast(P, _decode_class(cls, {} if value is None else value, path))
+
+
+def _bad(path: str, problem: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"Invalid params: {path}: {problem}")
+
+
+def _decode_class(cls: type[Any], value: Any, path: str) -> Any:
+    if not isinstance(value, dict):
+        raise _bad(path, "expected an object (named parameters)")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        wire = field.metadata.get("wire", field.name)
+        where = f"{path}.{wire}"
+        if wire not in value:
+            if field.default is attrs.NOTHING:
+                raise _bad(where, "missing required field")
+            continue
+        kwargs[field.name] = _decode_value(hints[field.name], value[wire], where)
+    return cls(**kwargs)
+
+
+_SCALARS: dict[type, str] = {str: "a string", bool: "a boolean", int: "an integer"}
+
+
+def _decode_value(hint: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        (inner,) = [option for option in options if option is not type(None)]
+        return _decode_value(inner, value, path)
+    if origin is typing.Literal:
+        allowed = typing.get_args(hint)
+        if value not in allowed:
+            raise _bad(path, f"expected one of {list(allowed)}, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+        raise _bad(path, "expected a number")
+    if hint in _SCALARS:
+        if isinstance(value, hint) and (hint is bool or not isinstance(value, bool)):
+            return value
+        raise _bad(path, f"expected {_SCALARS[hint]}")
+    if origin is dict or hint is dict:
+        if isinstance(value, dict):
+            return value
+        raise _bad(path, "expected an object")
+    if origin is list or hint is list:
+        if isinstance(value, list):
+            return value
+        raise _bad(path, "expected an array")
+    if attrs.has(hint):
+        return _decode_class(hint, value, path)
+    raise TypeError(f"{path}: params of type {hint!r} are not supported")
+
+
+# --- initialize ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Auth:
+    token: str | None = None
+
+
+@attrs.frozen
+class ClientInfo:
+    name: str
+    version: str
+
+
+@attrs.frozen
+class Initialize000:
+    """Seed 000: ``{protocol_version, client {name, version}, ui_capabilities?}``."""
+
+    protocol_version: str
+    client: ClientInfo
+    ui_capabilities: dict[str, Any] | None = None
+    auth: Auth | None = None
+
+
+@attrs.frozen
+class Initialize001:
+    """Seed 001: ``{clientName, clientVersion, capabilities?}``."""
+
+    client_name: str = attrs.field(metadata={"wire": "clientName"})
+    client_version: str = attrs.field(metadata={"wire": "clientVersion"})
+    capabilities: dict[str, Any] | None = None
+    auth: Auth | None = None
+
+
+async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
+    """Both seeds' handshake, answered in the shape it was asked in.
+
+    The token (``params.auth.token``) is checked before anything else is
+    read, so a client without it learns nothing, not even which fields are
+    wrong; the runner closes the connection after that error when the
+    transport requires the handshake.
+    """
+    auth = params.get("auth")
+    token = auth.get("token") if isinstance(auth, dict) else None
+    if ctx.require_token and not ctx.host.check_token(token if isinstance(token, str) else None):
+        raise RpcError(UNAUTHORIZED, "unauthorized: the token is missing or wrong")
+    if ctx.initialized:
+        raise RpcError(INVALID_REQUEST, "Invalid Request: this connection is already initialized")
+    table = ctx.methods
+    if "clientName" in params:
+        seed001 = decode_params(Initialize001, params)
+        ctx.set_client(seed001.client_name, seed001.client_version, seed001.capabilities or {})
+        return {
+            "serverName": "codexcore",
+            "serverVersion": __version__,
+            "capabilities": table.capabilities_001(),
+        }
+    seed000 = decode_params(Initialize000, params)
+    ctx.set_client(seed000.client.name, seed000.client.version, seed000.ui_capabilities or {})
+    return {
+        "protocol_version": PROTOCOL_VERSION,
+        "server": {"name": "codexcore", "version": __version__},
+        "server_capabilities": table.server_capabilities(),
+    }
+
+
+def standard_methods() -> MethodTable:
+    """The table every JSON-RPC connection is served with."""
+    table = MethodTable()
+    table.add("initialize", initialize, dict)
+    return table

@@ -1,0 +1,413 @@
+"""The JSON-RPC dialect over a :class:`~._native.Conduit`: a reader, a writer, and the handlers.
+
+The reader feeds lines to the :class:`~._jsonrpc.RpcMachine` and starts a
+task per call, so a long request (a run) never blocks the next frame (the
+answer to a confirm it waits for). The machine bounds the calls in flight.
+Everything written goes through an :class:`Outbox` bounded in bytes: a
+handler, or the reader answering bad frames, waits while it is full, so a
+client that floods without reading is slowed down, not buffered. The writer
+drains the conduit; a client that reads nothing for ``stuck_timeout``
+seconds is cut off.
+
+A connection's session is created on first use (:meth:`RpcContext.session`)
+and its engine events go to the listeners handlers register
+(:meth:`RpcContext.on_event`). It is lossless: a listener that waits (on a
+full outbox) holds the session's engine, as on the native dialect's stdio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+from codexcore._logging import get_logger
+from codexcore.protocol import Event, decode_event
+
+from ._framing import Item
+from ._host import Attachment, HostRefusal, Out, SessionHost
+from ._jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    Answered,
+    Call,
+    Close,
+    Ignored,
+    RpcError,
+    RpcMachine,
+    Send,
+    notification,
+)
+from ._jsonrpc_methods import MethodTable, decode_params, standard_methods
+from ._native import Conduit, Lines, send_and_close
+
+log = get_logger(__name__)
+
+Listener = Callable[[Event], Awaitable[None]]
+SERVER_ERROR = -32000
+
+
+@attrs.frozen
+class RpcOptions:
+    """How JSON-RPC connections are served: their method table and their bound on calls."""
+
+    methods: MethodTable = attrs.field(factory=standard_methods, eq=False)
+    max_pending: int = 100
+
+
+class ConnectionClosed(Exception):
+    """The connection ended before the peer answered our request."""
+
+
+class Outbox:
+    """Lines waiting for the writer, bounded in bytes (one line is always let in)."""
+
+    def __init__(self, limit: int) -> None:
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._bytes = 0
+        self._limit = limit
+        self._ready = asyncio.Event()
+        self._room = asyncio.Event()
+        self.closed = False
+
+    async def put(self, data: bytes) -> None:
+        """Queue ``data``, waiting while the outbox is full; dropped once it is closed."""
+        while self._bytes and self._bytes + len(data) > self._limit and not self.closed:
+            self._room.clear()
+            await self._room.wait()
+        if self.closed:
+            return
+        self._lines.append(data)
+        self._bytes += len(data)
+        self._ready.set()
+
+    async def take(self) -> list[bytes]:
+        """Everything queued (waits for some); ``[]`` once closed and empty."""
+        while not self._lines and not self.closed:
+            self._ready.clear()
+            await self._ready.wait()
+        lines = list(self._lines)
+        self._lines.clear()
+        self._bytes = 0
+        self._room.set()
+        return lines
+
+    def close(self) -> None:
+        """No more lines: the writer ends once what is queued is written."""
+        self.closed = True
+        self._ready.set()
+        self._room.set()
+
+
+class RpcContext:
+    """What a method handler sees of its connection (``ctx`` in every handler)."""
+
+    def __init__(
+        self,
+        host: SessionHost,
+        machine: RpcMachine,
+        outbox: Outbox,
+        methods: MethodTable,
+        *,
+        require_token: bool,
+        lossless: bool,
+    ) -> None:
+        self.host = host
+        self.methods = methods
+        self.require_token = require_token
+        self.initialized = False
+        self.client: tuple[str, str] | None = None
+        self.client_capabilities: Mapping[str, Any] = {}
+        self._machine = machine
+        self._outbox = outbox
+        self._lossless = lossless
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self._listeners: list[Listener] = []
+        self._lock = asyncio.Lock()
+        self._ended = False
+        self.over = asyncio.Event()  # set when the connection must end
+        self.attachment: Attachment | None = None
+        self.follower: asyncio.Task[None] | None = None
+
+    def set_client(self, name: str, version: str, capabilities: Mapping[str, Any]) -> None:
+        """Record what ``initialize`` said (later handlers read ``client_capabilities``)."""
+        self.client = (name, version)
+        self.client_capabilities = dict(capabilities)
+        self.initialized = True
+
+    async def session(self) -> Attachment:
+        """The connection's session, created on first use from the host's configuration.
+
+        Raises :class:`RpcError` (-32000) when the host cannot create one.
+        """
+        async with self._lock:
+            if self.attachment is None:
+                try:
+                    # The transport already admitted this client: its token was checked in
+                    # initialize (TCP), or its peer by uid (Unix), or it is our parent (stdio).
+                    attachment = await self.host.attach(
+                        token=self.host.config.token, lossless=self._lossless
+                    )
+                except HostRefusal as exc:
+                    raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
+                self.attachment = attachment
+                self.follower = asyncio.create_task(self._follow(attachment))
+                log.info("session created", session=attachment.session_id, dialect="jsonrpc")
+            return self.attachment
+
+    def on_event(self, listener: Listener) -> None:
+        """Call ``listener`` with each of the session's events, in order (it may wait)."""
+        self._listeners.append(listener)
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification (waits while the outbox is full)."""
+        await self._outbox.put(notification(method, params))
+
+    async def request(self, method: str, params: Any) -> Any:
+        """Send a request to the peer and wait for its result.
+
+        Raises :class:`RpcError` when the peer answers with an error and
+        :class:`ConnectionClosed` when the connection ends first.
+        """
+        if self._ended:
+            raise ConnectionClosed(f"the connection is closing: {method} cannot be answered")
+        rid, data = self._machine.request(method, params)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = future
+        try:
+            await self._outbox.put(data)
+            if self._outbox.closed:
+                raise ConnectionClosed(f"the connection closed before {method} was sent")
+            return await future
+        finally:
+            self._waiting.pop(rid, None)
+            self._machine.forget(rid)
+
+    def answered(self, answer: Answered) -> None:
+        future = self._waiting.get(answer.id)
+        if future is None or future.done():
+            return
+        if answer.error is not None:
+            future.set_exception(answer.error)
+        else:
+            future.set_result(answer.result)
+
+    def closed(self) -> None:
+        """Nothing more will be read: our requests still waiting fail, and new ones at once."""
+        self._ended = True
+        self._machine.close()
+        for rid, future in list(self._waiting.items()):
+            if not future.done():
+                future.set_exception(ConnectionClosed(f"no answer to request {rid}: closed"))
+
+    async def _follow(self, attachment: Attachment) -> None:
+        try:
+            while frames := await attachment.take():
+                for frame in frames:
+                    if not isinstance(frame, Out):
+                        log.info("session notice", notice=type(frame).__name__)
+                        continue
+                    event = decode_event(frame.data)
+                    for listener in self._listeners:
+                        await listener(event)
+        finally:
+            self.over.set()  # the session is over, and with it this connection
+
+
+async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
+    """Run one call's handler; the bytes that answer it (empty for a notification)."""
+    method = ctx.methods.get(call.method)
+    result: Any = None
+    error: RpcError | None = None
+    try:
+        if method is None:
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        result = await method.handler(ctx, decode_params(method.params, call.params))
+    except RpcError as exc:
+        error = exc
+        if call.notification:
+            log.info("notification failed", method=call.method, code=exc.code, error=exc.message)
+    except Exception:
+        log.exception("method failed", method=call.method)
+        error = _internal(call)
+    try:
+        return machine.reply(call, result, error)
+    except TypeError:
+        log.exception("method result is not JSON", method=call.method)
+        return machine.reply(call, None, _internal(call))
+
+
+def _internal(call: Call) -> RpcError:
+    """What the peer learns of a failure: the method's name, never the traceback."""
+    return RpcError(INTERNAL_ERROR, f"Internal error in {call.method}")
+
+
+class RpcConnection:
+    """One JSON-RPC connection: :meth:`run` serves it until it is over."""
+
+    def __init__(
+        self,
+        host: SessionHost,
+        conduit: Conduit,
+        lines: Lines,
+        options: RpcOptions,
+        *,
+        require_initialize: bool,
+        stdio: bool,
+        stuck_timeout: float | None,
+    ) -> None:
+        """``stdio``: the session ends with the connection (a socket client's is detached)."""
+        self.host = host
+        self.conduit = conduit
+        self.lines = lines
+        self.machine = RpcMachine(
+            max_pending=options.max_pending, require_initialize=require_initialize
+        )
+        self.outbox = Outbox(host.config.send_buffer_bytes)
+        self.ctx = RpcContext(
+            host,
+            self.machine,
+            self.outbox,
+            options.methods,
+            require_token=require_initialize,
+            lossless=True,
+        )
+        self.stuck_timeout = stuck_timeout
+        self.stdio = stdio
+        self.handlers: set[asyncio.Task[None]] = set()
+        self.refused = False
+        self.over = self.ctx.over
+        self.on_ready: Callable[[], None] | None = None
+
+    async def run(self, first: Item | None) -> bool:
+        """Serve until input ends (and its calls are answered), a refusal, the session's
+        end, the host's close or lost output; False when output was lost."""
+        if self.machine.ready and self.on_ready is not None:
+            self.on_ready()
+        writer = asyncio.create_task(self._write())
+        tasks = [
+            writer,
+            asyncio.create_task(self._read(first)),
+            asyncio.create_task(self._host_closing()),
+        ]
+        try:
+            await self.over.wait()
+            self.ctx.closed()
+            await self._finish(writer)
+        finally:
+            follower = self.ctx.follower
+            rest = [*tasks, *self.handlers, *([follower] if follower else [])]
+            for task in rest:
+                task.cancel()
+            results = await asyncio.gather(*rest, return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):
+                log.warning("connection task failed", exc_info=result)
+        return writer.done() and not writer.cancelled() and writer.result()
+
+    async def _read(self, first: Item | None) -> None:
+        try:
+            item = first if first is not None else await self.lines.next()
+            while item is not None:
+                for received in self.machine.receive(item):
+                    if not await self._act(received):
+                        self.refused = True
+                        return
+                item = await self.lines.next()
+            # End of input: nothing can answer our requests now; let the calls finish.
+            self.ctx.closed()
+            while self.handlers:
+                await asyncio.wait(set(self.handlers))
+        finally:
+            self.over.set()
+
+    async def _host_closing(self) -> None:
+        await self.host.wait_closing()
+        if self.ctx.attachment is None:
+            self.over.set()  # with a session, its end (which the host brings) ends us
+
+    async def _finish(self, writer: asyncio.Task[bool]) -> None:
+        for task in self.handlers:
+            task.cancel()
+        attachment = self.ctx.attachment
+        if attachment is not None and not writer.done():
+            if self.stdio:
+                self.host.end_session(attachment.session_id)  # stdio: the UI is gone for good
+            else:
+                attachment.detach()
+            if self.ctx.follower is not None:
+                with contextlib.suppress(Exception):
+                    await self.ctx.follower  # the session's last events, to the listeners
+        self.outbox.close()
+        ok = await writer
+        if not ok:
+            self.conduit.abort()
+        elif self.refused:
+            await send_and_close(self.conduit, b"", self.stuck_timeout)
+        else:
+            await self.conduit.close(self.stuck_timeout)
+
+    async def _act(self, received: Send | Close | Call | Answered | Ignored) -> bool:
+        """Do what one input asks; False when the connection must close."""
+        if isinstance(received, Send):
+            await self.outbox.put(received.data)
+        elif isinstance(received, Close):
+            await self.outbox.put(received.data)
+            return False
+        elif isinstance(received, Answered):
+            self.ctx.answered(received)
+        elif isinstance(received, Ignored):
+            log.info("ignored", why=received.why)
+        elif received.method == "initialize" and not received.notification:
+            return await self._handshake(received)  # in order: it governs what follows
+        elif received.method not in self.ctx.methods:
+            await self._call(received)  # answered at once, in order: no task to wait for
+        else:
+            task = asyncio.create_task(self._call(received))
+            self.handlers.add(task)
+            task.add_done_callback(self.handlers.discard)
+        return True
+
+    async def _handshake(self, call: Call) -> bool:
+        await self._call(call)
+        if self.machine.ready:
+            return True  # initialize is optional here: a failed one changes nothing
+        if not self.ctx.initialized:
+            return False
+        self.machine.initialized()
+        if self.on_ready is not None:
+            self.on_ready()
+        return True
+
+    async def _call(self, call: Call) -> None:
+        data = await run_call(self.ctx, self.machine, call)
+        if data:
+            await self.outbox.put(data)
+
+    async def _write(self) -> bool:
+        """Write until the outbox closes; True when everything was handed to the transport."""
+        conduit = self.conduit
+        try:
+            while lines := await self.outbox.take():
+                conduit.write(b"".join(lines))
+                async with asyncio.timeout(self.stuck_timeout):
+                    await conduit.drain()
+        except TimeoutError:
+            log.info("client stuck: disconnecting", dialect="jsonrpc")
+            return self._lost()
+        except (ConnectionError, OSError):
+            return self._lost()
+        finally:
+            self.over.set()
+        return True
+
+    def _lost(self) -> bool:
+        self.outbox.close()
+        attachment = self.ctx.attachment
+        if attachment is not None:
+            attachment.drop()
+        return False
