@@ -7,7 +7,8 @@ checked with ``SO_PEERCRED``: a process of another user is refused even if
 the permissions were loosened. So is a process that runs inside one of this
 server's own sandboxes (see :func:`not_sandboxed_by_us`), token or not. A
 stale socket file left by a dead server is replaced; a live server's socket
-is never taken over.
+is never taken over. When the server has a token, every client presents it:
+a native one in ``hello``, a JSON-RPC one in ``initialize``.
 """
 
 from __future__ import annotations
@@ -121,7 +122,13 @@ class UnixServer(Listener):
         *,
         dialects: Dialects | None = None,
     ) -> None:
-        super().__init__(host, peer_check=same_user, dialects=dialects)
+        # With a token, a JSON-RPC client proves it in initialize, as a native one
+        # does in hello; without one, the peer checks alone admit it (seed 004's
+        # clients never send initialize).
+        needs_token = host.config.token is not None
+        super().__init__(
+            host, peer_check=same_user, dialects=dialects, require_initialize=needs_token
+        )
         self.path = Path(path) if path is not None else default_socket_path()
         self._inode: int | None = None
 

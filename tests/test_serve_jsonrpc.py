@@ -263,10 +263,15 @@ def private_dir() -> Iterator[Path]:
 
 @asynccontextmanager
 async def sockets(
-    tmp_path: Path, *args: str, unix: Path | None = None, tcp: bool = True
+    tmp_path: Path,
+    *args: str,
+    unix: Path | None = None,
+    tcp: bool = True,
+    token: str | None = TOKEN,
 ) -> AsyncIterator[ServerProcess]:
     async with ScriptedResponsesServer(ScriptedModel([])) as http:
-        env = server_env(http.base_url, CODEXCORE_TOKEN=TOKEN, CODEXCORE_LOG="info")
+        tokens = {} if token is None else {"CODEXCORE_TOKEN": token}
+        env = server_env(http.base_url, CODEXCORE_LOG="info", **tokens)
         server = await ServerProcess.start(
             http.base_url, tmp_path, *args, unix=unix, tcp=tcp, env=env
         )
@@ -339,7 +344,8 @@ async def test_tcp_forced_to_json_rpc_times_out_and_refuses_in_json_rpc(tmp_path
 
 async def test_unix_needs_no_initialize_and_serves_both_dialects(tmp_path: Path) -> None:
     with private_dir() as run:
-        async with sockets(tmp_path, unix=run / "s.sock") as server:
+        # No token: the peer checks alone admit a client, as seed 004's never initializes.
+        async with sockets(tmp_path, unix=run / "s.sock", tcp=False, token=None) as server:
             ui = await server.client(unix=True)
             await ui.send(SEED_004_GET_STATUS)
             assert await answer(ui) == not_found(1, "get_status")
@@ -350,6 +356,27 @@ async def test_unix_needs_no_initialize_and_serves_both_dialects(tmp_path: Path)
             # A connection without a session ends at once when the server stops.
             assert await server.stop(within=10) == 0
             await ui.to_end(within=5)
+
+
+async def test_unix_with_a_token_asks_json_rpc_for_it_as_native_asks_in_hello(
+    tmp_path: Path,
+) -> None:
+    with private_dir() as run:
+        async with sockets(tmp_path, unix=run / "s.sock") as server:
+            early = await server.client(unix=True)
+            await early.send(SEED_004_GET_STATUS)
+            refused = await answer(early)
+            assert refused["error"]["code"] == -32010, refused
+            await early.to_end(within=5)
+            wrong = await server.client(unix=True)
+            await wrong.send(initialize("not-the-token"))
+            assert (await answer(wrong))["error"]["code"] == -32011
+            await wrong.to_end(within=5)
+            ui = await server.client(unix=True)
+            await ui.send(initialize(TOKEN))
+            assert (await answer(ui))["result"]["server"]["name"] == "codexcore"
+            await ui.send(SEED_004_GET_STATUS)
+            assert await answer(ui) == not_found(1, "get_status")
 
 
 NOBODY_RPC_CLIENT = """
