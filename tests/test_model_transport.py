@@ -79,6 +79,7 @@ def answer(data: bytes) -> Reply:
 # than 0.2 s to accept, which is not what these tests are about.
 READ_ONLY_0_2 = httpx.Timeout(0.2, connect=10.0)
 
+
 async def get(client: httpx.AsyncClient, url: str) -> bytes:
     async with client.stream("POST", url, content=b"{}") as response:
         return b"".join([chunk async for chunk in response.aiter_raw()])
