@@ -614,6 +614,23 @@ async def test_input_injected_after_a_stop_waits_for_the_next_task(
     assert sorted(user_texts(model.requests[1])) == ["for later", "next"]
 
 
+async def test_input_injected_before_an_interrupt_goes_with_the_next_task(
+    tmp_path: Path, gate: CommandGate
+) -> None:
+    model = ScriptedModel([shell_call(gate.argv, call_id="c1"), text_response("both")])
+    async with engine(
+        tmp_path, model.mock_transport(), approval_policy="never", sandbox_policy=UNCONFINED
+    ) as ui:
+        await ui.submit(say("start"), id="t1")
+        await ui.until(p.ExecCommandOutputDelta)
+        await ui.submit(inject("remember this"), id="inj")
+        await ui.submit(Interrupt())
+        await ui.until(p.TurnAborted, id="t1")
+        await ui.submit(say("next"), id="t2")
+        await ui.until(p.TaskComplete, id="t2")
+    assert sorted(user_texts(model.requests[1])) == ["next", "remember this"]
+
+
 # --- the table ------------------------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ one record a line:
 - ``{"type": "event", "event": {...}}``: every event but the streaming deltas
   (whose content the complete events carry), written before the event is
   queued for any UI
+- ``{"type": "approval", "op", "call_id", "decision", "reason"}``: each approval
+  answer the engine accepted, with the user's reason (skipped when loading)
 
 Each record is written with one ``os.write`` of a whole line to a file opened
 for appending, with no buffering in between, so a process killed with
