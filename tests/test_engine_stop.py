@@ -361,6 +361,33 @@ async def test_stop_while_awaiting_approval_answers_the_calls_as_not_run(tmp_pat
     assert json.loads(outputs["c3"])["metadata"]["exit_code"] == 0
 
 
+async def test_a_stop_while_the_approval_request_waits_for_room_is_not_missed(
+    tmp_path: Path,
+) -> None:
+    """The request is held by a full event queue when the stop is handled, so no
+    answer is waiting yet to withdraw: the Task must still not wait for one."""
+    model = ScriptedModel([shell_call([PY, "-c", "open('x','w')"], call_id="c1")])
+    policy = p.ConfigureSession(approval_policy="untrusted", sandbox_policy=UNCONFINED)
+    config = attrs.evolve(engine_config(tmp_path), event_queue_size=2)
+    async with Codex(config, transport=model.mock_transport()) as codex:
+        ui = Recorder(codex)
+        await ui.submit(policy, id="cfg")
+        await ui.until(p.SessionConfigured, id="cfg")
+        await ui.submit(say("go"), id="t1")
+        # task_started and token_count fill the queue; exec_approval_request waits.
+        for _ in range(1000):
+            if codex._locked_emits:
+                break
+            await asyncio.sleep(0)
+        assert codex._locked_emits == 1, ui.types(noise=True)
+        await ui.submit(Stop(), id="stop")
+        done = await ui.until(p.TaskComplete, id="t1")
+        ui.check_invariants()
+    assert done.msg.stopped_by == "stop"
+    assert [r.call_id for r in ui.of(p.ExecApprovalRequest)] == ["c1"]
+    assert not (tmp_path / "x").exists()
+
+
 async def test_stop_then_interrupt_aborts_at_once(tmp_path: Path, gate: CommandGate) -> None:
     # The gate is never opened: only the interrupt ends the command.
     model = ScriptedModel([shell_call(gate.argv, call_id="c1"), text_response("never")])

@@ -194,13 +194,28 @@ class ToolRouter:
             result.exit_code, result.aggregated_output, self._spec
         )
 
-    async def _ask_exec(self, call: ShellCall, reason: str | None) -> Answer:
+    async def _ask(self, call_id: str, request: EventMsg) -> Answer:
+        """Send an approval request and wait for the user's answer.
+
+        Raises :class:`TaskAborted` on ``abort``, and :class:`ApprovalWithdrawn`
+        once a ``stop`` or ``checkpoint`` is pending: nothing more is asked then.
+        A stop handled while the request waited for room in the event queue is
+        caught by the second check; one handled later withdraws the waiting
+        request (``Approvals.withdraw_pending``).
+        """
         if self._stopping():
-            raise ApprovalWithdrawn(call.call_id)
-        await self._emit(ExecApprovalRequest(call.call_id, call.argv, call.cwd, reason))
-        answer = await self._approvals.wait(call.call_id)
+            raise ApprovalWithdrawn(call_id)
+        await self._emit(request)
+        if self._stopping():
+            raise ApprovalWithdrawn(call_id)
+        answer = await self._approvals.wait(call_id)
         if answer.decision == "abort":
-            raise TaskAborted(call.call_id, answer.reason)
+            raise TaskAborted(call_id, answer.reason)
+        return answer
+
+    async def _ask_exec(self, call: ShellCall, reason: str | None) -> Answer:
+        request = ExecApprovalRequest(call.call_id, call.argv, call.cwd, reason)
+        answer = await self._ask(call.call_id, request)
         if answer.decision == "approved_for_session":
             self._approvals.approve_command_for_session(call.argv, call.cwd)
         return answer
@@ -284,16 +299,12 @@ class ToolRouter:
     async def _ask_patch(
         self, call_id: str, changes: dict[str, FileChange], targets: list[tuple[str, str]]
     ) -> Answer:
-        if self._stopping():
-            raise ApprovalWithdrawn(call_id)
         outside = self._outside(targets)
         # A path with two targets (written, then removed) shows the one outside.
         resolved = dict(targets) | dict(outside)
         reason = self._outside_reason(outside)
-        await self._emit(ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved))
-        answer = await self._approvals.wait(call_id)
-        if answer.decision == "abort":
-            raise TaskAborted(call_id, answer.reason)
+        request = ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved)
+        answer = await self._ask(call_id, request)
         if answer.decision == "approved_for_session":
             self._approvals.approve_patch_for_session(t for _, t in targets)
         return answer
