@@ -353,6 +353,8 @@ class Codex:
 
     @property
     def state(self) -> State:
+        """What ``PLAN`` is keyed by now; ``STOPPING`` or ``PAUSING`` while the running
+        Task has a ``stop`` or ``checkpoint`` pending."""
         if self._session is None:
             return State.UNCONFIGURED
         running = self._session.running
