@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -42,7 +43,13 @@ from codexcore.protocol import (
     UserInput,
 )
 from codexcore.protocol._wire import OPS
-from codexcore.testing import ScriptedModel, ScriptedResponse, shell_call, text_response
+from codexcore.testing import (
+    ScriptedModel,
+    ScriptedResponse,
+    function_call_response,
+    shell_call,
+    text_response,
+)
 
 from .engine_helpers import Recorder, engine_config
 from .flows import outputs_sent
@@ -61,6 +68,11 @@ def say(text: str) -> UserInput:
 
 def inject(text: str) -> InjectInput:
     return InjectInput((TextInput(text),))
+
+
+def home() -> Path:
+    """Where the engine records sessions in tests (conftest sets it per test)."""
+    return Path(os.environ["CODEXCORE_HOME"])
 
 
 def user_texts(request: dict[str, Any]) -> list[str]:
@@ -183,8 +195,6 @@ async def test_a_denied_command_tells_the_model_the_users_reason(tmp_path: Path)
 
 
 async def test_a_denied_patch_tells_the_model_the_users_reason(tmp_path: Path) -> None:
-    from codexcore.testing import function_call_response
-
     patch = "*** Begin Patch\n*** Add File: notes.txt\n+hello\n*** End Patch\n"
     model = ScriptedModel(
         [
@@ -222,7 +232,7 @@ async def test_an_approval_reason_is_recorded_and_changes_nothing(tmp_path: Path
         await ui.until(p.TaskComplete, id="t1")
         session_id = ui.of(p.SessionConfigured)[0].session_id
     assert json.loads(outputs_sent(model.requests[1])["c1"])["output"] == "42\n"
-    records = list(read_records(find_rollout(Path(_home()), session_id)))
+    records = list(read_records(find_rollout(home(), session_id)))
     assert {
         "type": "approval",
         "op": "exec_approval",
@@ -247,12 +257,6 @@ async def test_abort_with_a_reason_reaches_the_model_with_the_next_task(tmp_path
     assert outputs_sent(model.requests[1])["c1"] == (
         "aborted: the user stopped the task here: wrong branch, stop"
     )
-
-
-def _home() -> str:
-    import os
-
-    return os.environ["CODEXCORE_HOME"]
 
 
 # --- stop: the current Turn finishes, then nothing more goes to the model ------------------
@@ -480,9 +484,9 @@ async def test_checkpoint_pauses_with_the_rollout_written_until_the_next_input(
         paused = await ui.until(p.TaskComplete, id="t1")
         session_id = ui.of(p.SessionConfigured)[0].session_id
         # Read as another process would, at the moment the pause is seen.
-        path = find_rollout(Path(_home()), session_id)
+        path = find_rollout(home(), session_id)
         recorded = read_events(path)
-        loaded = load_session(Path(_home()), session_id)
+        loaded = load_session(home(), session_id)
         assert len(model.requests) == 1
         await ui.submit(inject("carry on"), id="i1")
         resumed = await ui.until(p.TaskComplete, id="i1")
