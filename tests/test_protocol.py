@@ -248,3 +248,12 @@ def test_a_patch_request_without_resolved_paths_still_decodes() -> None:
     assert isinstance(msg, p.ApplyPatchApprovalRequest)
     assert msg.resolved_paths == {}
     assert msg.grant_root == "/srv"
+
+
+def test_lines_from_before_the_new_optional_fields_still_decode() -> None:
+    """Older peers send approvals without ``reason`` and read task_complete without
+    ``stopped_by``: both default to null."""
+    approval = {"id": "a1", "op": {"type": "exec_approval", "id": "c1", "decision": "denied"}}
+    assert p.decode_submission(approval) == p.Submission("a1", p.ExecApproval("c1", "denied"))
+    done = {"id": "t1", "seq": 3, "msg": {"type": "task_complete", "last_agent_message": "ok"}}
+    assert p.decode_event(done).msg == p.TaskComplete("ok", None, None)

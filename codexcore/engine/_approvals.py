@@ -6,6 +6,8 @@ import asyncio
 import enum
 from collections.abc import Iterable, Sequence
 
+import attrs
+
 from ..protocol import ApprovalPolicy, ReviewDecision
 
 
@@ -58,18 +60,36 @@ def plan_exec(
     return ExecPlan.RUN
 
 
+@attrs.frozen
+class Answer:
+    """The user's answer to an approval request, with their reason if they gave one."""
+
+    decision: ReviewDecision
+    reason: str | None = None
+
+
 class TaskAborted(Exception):
     """Raised inside a Task when the user answers an approval with ``abort``."""
+
+    def __init__(self, call_id: str, reason: str | None = None) -> None:
+        super().__init__(call_id)
+        self.call_id, self.reason = call_id, reason
+
+
+class ApprovalWithdrawn(Exception):
+    """The Task is stopping: a call that needs approval is not asked about, or no
+    longer waits for an answer, and does not run."""
 
 
 class Approvals:
     """Pending approval requests of the running Task, and the Session's grants.
 
-    A request is a future keyed by its call_id; ``interrupt`` drops them all.
+    A request is a future keyed by its call_id; ``interrupt`` drops them all,
+    ``stop`` and ``checkpoint`` withdraw them.
     """
 
     def __init__(self) -> None:
-        self._pending: dict[str, asyncio.Future[ReviewDecision]] = {}
+        self._pending: dict[str, asyncio.Future[Answer]] = {}
         self._approved_commands: set[tuple[tuple[str, ...], str]] = set()
         self._approved_files: set[str] = set()
 
@@ -91,22 +111,33 @@ class Approvals:
     def approve_command_for_session(self, argv: Sequence[str], cwd: str) -> None:
         self._approved_commands.add((tuple(argv), cwd))
 
-    async def wait(self, call_id: str) -> ReviewDecision:
-        """Wait for the user's decision on ``call_id`` (cancellable)."""
-        future: asyncio.Future[ReviewDecision] = asyncio.get_running_loop().create_future()
+    async def wait(self, call_id: str) -> Answer:
+        """Wait for the user's answer on ``call_id`` (cancellable); raises
+        :class:`ApprovalWithdrawn` if the request is withdrawn meanwhile."""
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
         try:
             return await future
         finally:
             self._pending.pop(call_id, None)
 
-    def resolve(self, call_id: str, decision: ReviewDecision) -> bool:
-        """Deliver a decision; False when no request with that call_id is waiting."""
+    def resolve(self, call_id: str, answer: Answer) -> bool:
+        """Deliver an answer; False when no request with that call_id is waiting."""
         future = self._pending.get(call_id)
         if future is None or future.done():
             return False
-        future.set_result(decision)
+        future.set_result(answer)
         return True
+
+    def withdraw_pending(self) -> None:
+        """Answer every waiting request with :class:`ApprovalWithdrawn`: the Task
+        goes on to the end of its Turn without them."""
+        for call_id, future in self._pending.items():
+            if not future.done():
+                future.set_exception(ApprovalWithdrawn(call_id))
+                # Marked as seen: a waiter cancelled before it reads it (an interrupt
+                # right after the stop) must not leave asyncio to log it as lost.
+                future.exception()
 
     def drop_pending(self) -> None:
         for future in self._pending.values():

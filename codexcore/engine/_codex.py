@@ -38,6 +38,7 @@ import janus
 from .._logging import get_logger
 from ..protocol import (
     AbortReason,
+    Checkpoint,
     ConfigureSession,
     ErrorEvent,
     Event,
@@ -58,6 +59,7 @@ from ..protocol import (
     SessionList,
     Shutdown,
     ShutdownComplete,
+    Stop,
     Submission,
     SubmissionAck,
     TaskComplete,
@@ -68,7 +70,7 @@ from ..protocol import (
     decode_submission,
 )
 from ..tools.sandbox import SandboxStatus, probe_sandbox
-from ._approvals import TaskAborted
+from ._approvals import Answer, TaskAborted
 from ._clients import ModelClientPool
 from ._config import EngineConfig, SessionConfig
 from ._dedupe import SeenIds
@@ -88,7 +90,7 @@ from ._rollout import (
     meta_record,
     read_session_events,
 )
-from ._session import RunningTask, Session
+from ._session import RunningTask, Session, StopRequest
 from ._task import Task
 from ._tools import ToolRouter
 
@@ -147,9 +149,15 @@ class SubmissionRejected(Exception):
 
 
 class State(enum.Enum):
+    """The engine's state, read off the Session. ``STOPPING`` and ``PAUSING`` are
+    ``RUNNING`` with a ``stop`` or a ``checkpoint`` pending: the Task ends after
+    its current Turn."""
+
     UNCONFIGURED = "unconfigured"
     IDLE = "idle"
     RUNNING = "running"
+    STOPPING = "stopping"
+    PAUSING = "pausing"
 
 
 Action = Callable[["Codex", Submission, Any], Awaitable[None]]
@@ -361,9 +369,14 @@ class Codex:
 
     @property
     def state(self) -> State:
+        """What ``PLAN`` is keyed by now; ``STOPPING`` or ``PAUSING`` while the running
+        Task has a ``stop`` or ``checkpoint`` pending."""
         if self._session is None:
             return State.UNCONFIGURED
-        return State.RUNNING if self._session.running else State.IDLE
+        running = self._session.running
+        if running is None:
+            return State.IDLE
+        return _STOP_STATES[running.stop.kind]
 
     async def _dispatch_forever(self) -> None:
         self._dispatching = True
@@ -592,11 +605,13 @@ class Codex:
         # raised once the Task exists, so the abort that follows still gives
         # task_started its one terminal event.
         cancelled = await _yield_uncancelled()
+        stop = StopRequest()
         runner = asyncio.create_task(
-            self._run_task(session, sub.id, first_input, *under), name=f"codexcore-task-{sub.id}"
+            self._run_task(session, sub.id, first_input, stop, *under),
+            name=f"codexcore-task-{sub.id}",
         )
         supervisor = asyncio.create_task(self._supervise(sub.id, runner))
-        session.running = RunningTask(sub.id, runner, supervisor)
+        session.running = RunningTask(sub.id, runner, supervisor, stop=stop)
         if cancelled:
             raise asyncio.CancelledError
 
@@ -605,6 +620,7 @@ class Codex:
         session: Session,
         sub_id: str,
         first_input: list[Item],
+        stop: StopRequest,
         config: SessionConfig,
         sandbox: SandboxStatus,
         client: ModelClient,
@@ -614,7 +630,7 @@ class Codex:
         # events already emitted, task_started first, reach the UI before it.
         await asyncio.sleep(0)
         emit = self._emitter(sub_id)
-        tools = ToolRouter(config, self.config, session.approvals, sandbox, emit)
+        tools = ToolRouter(config, self.config, session.approvals, sandbox, emit, stop.pending)
         task = Task(
             session_id=session.id,
             config=config,
@@ -623,6 +639,7 @@ class Codex:
             tools=tools,
             emit=emit,
             take_injected=session.take_injected,
+            stop_requested=lambda: stop.kind,
         )
         return await task.run(first_input)
 
@@ -694,16 +711,69 @@ class Codex:
         await asyncio.wait({running.supervisor})
 
     async def _inject(self, sub: Submission, task_input: list[Item]) -> None:
+        """Input for the running Task's next request; it lifts a pending checkpoint.
+
+        A Task that has made its last request already (its terminal event is on
+        its way) gets none: the input starts the next Task, as when idle.
+        """
+        session = self._require_session()
+        running = session.running
+        assert running is not None, "PLAN runs this action only while a Task runs"
+        if running.runner.done():
+            await self._start_after(running, sub, task_input)
+            return
+        running.stop.kind = None
         for item in task_input:
-            self._require_session().inject(item)
+            session.inject(item)
+
+    async def _inject_when_stopping(self, sub: Submission, task_input: list[Item]) -> None:
+        """A stop stands: the input waits for the next Task's first request."""
+        session = self._require_session()
+        running = session.running
+        assert running is not None, "PLAN runs this action only while a Task runs"
+        if running.runner.done():
+            await self._start_after(running, sub, task_input)
+            return
+        for item in task_input:
+            session.inject(item)
+        await self._emit(
+            sub.id,
+            WarningEvent(
+                "the running task is stopping and makes no further model request: "
+                "this input goes with the next task's first request"
+            ),
+        )
+
+    async def _start_after(
+        self, running: RunningTask, sub: Submission, task_input: list[Item]
+    ) -> None:
+        # Only the terminal event is left to send, so waiting cannot block on the UI's
+        # answers; task_started must follow it.
+        await asyncio.wait({running.supervisor})
+        await self._start_task(sub, task_input)
+
+    async def _request_stop(self, sub: Submission, _: object) -> None:
+        """``stop`` or ``checkpoint``: the Task ends after its current Turn. Waiting
+        approvals are withdrawn, so the Turn can end without anyone answering."""
+        session = self._require_session()
+        running = session.running
+        assert running is not None, "PLAN runs this action only while a Task runs"
+        running.stop.kind = "stop" if isinstance(sub.op, Stop) else "checkpoint"
+        session.approvals.withdraw_pending()
 
     async def _resolve_approval(self, sub: Submission, _: object) -> None:
         op = sub.op
         assert isinstance(op, ExecApproval | PatchApproval)
         session = self._session
-        if session is None or not session.approvals.resolve(op.id, op.decision):
+        if session is None or not session.approvals.resolve(op.id, Answer(op.decision, op.reason)):
             raise SubmissionRejected(
                 f"no approval request with call_id {op.id!r} is waiting", "unknown_call_id"
+            )
+        if session.rollout is not None:
+            # Who approved what, and why: kept with the session, not sent to any UI.
+            session.rollout.record(
+                {"type": "approval", "op": op.TYPE, "call_id": op.id}
+                | {"decision": op.decision, "reason": op.reason}
             )
 
     async def _ignore(self, sub: Submission, _: object) -> None:
@@ -821,24 +891,34 @@ def _error_for(exc: BaseException) -> ErrorEvent:
 
 
 _U, _I, _R = State.UNCONFIGURED, State.IDLE, State.RUNNING
+_S, _P = State.STOPPING, State.PAUSING
+_RUNNING = (_R, _S, _P)  # a Task runs (and may have a stop or checkpoint pending)
+_STOP_STATES = {None: _R, "stop": _S, "checkpoint": _P}
 
 PLAN: dict[tuple[State, type[Any]], Step] = {
     # configure_session: create or reconfigure; a running Task is aborted.
     (_U, ConfigureSession): Step(None, Codex._configure),
     (_I, ConfigureSession): Step(None, Codex._configure),
-    (_R, ConfigureSession): Step("reconfigured", Codex._configure),
+    **{(s, ConfigureSession): Step("reconfigured", Codex._configure) for s in _RUNNING},
     # user_input: start a Task, replacing a running one; no Session yet means defaults.
     (_U, UserInput): Step(None, Codex._configure_and_start),
     (_I, UserInput): Step(None, Codex._start_task),
-    (_R, UserInput): Step("replaced", Codex._start_task),
-    # inject_input: feeds the running Task's next request, or starts one.
+    **{(s, UserInput): Step("replaced", Codex._start_task) for s in _RUNNING},
+    # inject_input: feeds the running Task's next request (lifting a checkpoint),
+    # or starts one; a stop stands, and the input waits for the next Task.
     (_U, InjectInput): Step(None, Codex._configure_and_start),
     (_I, InjectInput): Step(None, Codex._start_task),
     (_R, InjectInput): Step(None, Codex._inject),
-    # interrupt: stops the running Task; otherwise nothing to stop.
+    (_P, InjectInput): Step(None, Codex._inject),
+    (_S, InjectInput): Step(None, Codex._inject_when_stopping),
+    # interrupt: stops the running Task now; otherwise nothing to stop.
     (_U, Interrupt): Step(None, Codex._ignore),
     (_I, Interrupt): Step(None, Codex._ignore),
-    (_R, Interrupt): Step("interrupted", Codex._ignore),
+    **{(s, Interrupt): Step("interrupted", Codex._ignore) for s in _RUNNING},
+    # stop, checkpoint: the running Task ends after its current Turn (the latest
+    # of the two names the end); otherwise nothing to stop.
+    **{(s, op): Step(None, Codex._ignore) for s in (_U, _I) for op in (Stop, Checkpoint)},
+    **{(s, op): Step(None, Codex._request_stop) for s in _RUNNING for op in (Stop, Checkpoint)},
     # approvals answer a waiting request by call_id; anything else is rejected.
     **{
         (s, op): Step(None, Codex._resolve_approval)
@@ -850,9 +930,9 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     **{(s, ListSessions): Step(None, Codex._list_sessions) for s in State},
     **{(s, GetHistory): Step(None, Codex._get_history) for s in State},
     **{(s, ResumeSession): Step(None, Codex._resume_session) for s in (_U, _I)},
-    (_R, ResumeSession): Step("reconfigured", Codex._resume_session),
+    **{(s, ResumeSession): Step("reconfigured", Codex._resume_session) for s in _RUNNING},
     **{(s, ForkSession): Step(None, Codex._fork_session) for s in (_U, _I)},
-    (_R, ForkSession): Step("reconfigured", Codex._fork_session),
+    **{(s, ForkSession): Step("reconfigured", Codex._fork_session) for s in _RUNNING},
     # shutdown: abort, release, say goodbye.
     **{(s, Shutdown): Step("shutdown", Codex._shutdown) for s in State},
 }

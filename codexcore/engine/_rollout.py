@@ -11,6 +11,8 @@ one record a line:
 - ``{"type": "event", "event": {...}}``: every event but the streaming deltas
   (whose content the complete events carry), recorded before the event is
   queued for any UI
+- ``{"type": "approval", "op", "call_id", "decision", "reason"}``: each approval
+  answer the engine accepted, with the user's reason (skipped when loading)
 
 A new session's file is created at its first change to the History (the
 model's first answer): what came before is held in memory and written with

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..protocol import AbortReason, TaskComplete
+from ..protocol import AbortReason, StopKind, TaskComplete
 from ..tools.sandbox import SandboxStatus
 from ._approvals import Approvals
 from ._clients import ModelClientPool
@@ -18,6 +18,20 @@ from ._rollout import RolloutWriter, config_record, journal
 
 if TYPE_CHECKING:
     from ..model import ModelClient
+
+
+@attrs.define
+class StopRequest:
+    """A ``stop`` or ``checkpoint`` asked of a running Task (the latest wins; None: none).
+
+    Made before the Task's asyncio tasks, so the Task and its tools read the same one
+    the dispatcher writes.
+    """
+
+    kind: StopKind | None = None
+
+    def pending(self) -> bool:
+        return self.kind is not None
 
 
 @attrs.define
@@ -34,6 +48,7 @@ class RunningTask:
     runner: asyncio.Task[TaskComplete]
     supervisor: asyncio.Task[None]
     abort_reason: AbortReason = "interrupted"
+    stop: StopRequest = attrs.field(factory=StopRequest)
 
 
 class Session:

@@ -29,12 +29,14 @@ from ..protocol import (
     AgentReasoning,
     AgentReasoningDelta,
     EventMsg,
+    StopKind,
     StreamError,
     TaskComplete,
     TokenCount,
     TurnComplete,
     TurnDiff,
 )
+from ._approvals import TaskAborted
 from ._config import SessionConfig
 from ._history import History, Item
 from ._requests import (
@@ -81,6 +83,7 @@ class Task:
         tools: ToolRouter,
         emit: Emit,
         take_injected: Callable[[], list[Item]],
+        stop_requested: Callable[[], StopKind | None] = lambda: None,
     ) -> None:
         self._session_id = session_id
         self._config = config
@@ -89,13 +92,19 @@ class Task:
         self._tools = tools
         self._emit = emit
         self._take_injected = take_injected
+        self._stop_requested = stop_requested
 
     async def run(self, first_input: list[Item]) -> TaskComplete:
+        """Turns until one calls no tool and no input was injected, or until a
+        ``stop`` or ``checkpoint`` is pending as a Turn ends. A pending stop leaves
+        injected input where it is, for the next Task."""
         new_items = first_input
         last_message: str | None = None
         while True:
             turn = await self._turn([*new_items, *self._take_injected()])
             last_message = turn.last_message or last_message
+            if (stopped_by := self._stop_requested()) is not None:
+                return TaskComplete(last_message, turn.response_id, stopped_by)
             new_items = self._take_injected()
             if not (turn.called_tools or new_items):
                 return TaskComplete(last_message, turn.response_id)
@@ -161,6 +170,12 @@ class Task:
         try:
             for call in calls:
                 outputs.append(await self._tools.call(call, diff))
+        except TaskAborted as exc:
+            if exc.reason and exc.reason.strip():
+                # The user's words reach the model with the next Task's first request.
+                why = f"the user stopped the task here: {exc.reason.strip()}"
+                outputs.append(aborted_output(calls[len(outputs)], why))
+            raise
         finally:
             for call in calls[len(outputs) :]:
                 outputs.append(aborted_output(call))

@@ -29,7 +29,6 @@ from ..protocol import (
     OutputStream,
     PatchApplyBegin,
     PatchApplyEnd,
-    ReviewDecision,
     UpdateChange,
 )
 from ..tools import apply_patch as patches
@@ -38,7 +37,7 @@ from ..tools.exec import ExecResult, run_command
 from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
 from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandbox_denial
-from ._approvals import Approvals, ExecPlan, TaskAborted, plan_exec
+from ._approvals import Answer, Approvals, ApprovalWithdrawn, ExecPlan, TaskAborted, plan_exec
 from ._config import EngineConfig, SessionConfig
 from ._history import Item
 from ._requests import call_output, function_output
@@ -47,6 +46,7 @@ from ._turn_diff import TurnDiffTracker
 Emit = Callable[[EventMsg], Awaitable[None]]
 
 DENIED = "error: the user denied this; do not try it again the same way"
+NOT_ASKED = "not run: the user stopped the task before this call was approved"
 BARE_PATCH = (
     "error: a patch is not a command. Send it with the apply_patch tool "
     '({"input": "*** Begin Patch ..."}) or as ["apply_patch", PATCH].'
@@ -81,12 +81,16 @@ class ToolRouter:
         approvals: Approvals,
         sandbox: SandboxStatus,
         emit: Emit,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``stopping`` says whether a ``stop`` or ``checkpoint`` is pending: then a
+        call that needs approval is answered as not run instead of asking."""
         self._config = config
         self._engine = engine
         self._approvals = approvals
         self._sandbox = sandbox
         self._emit = emit
+        self._stopping = stopping
         policy = config.sandbox_policy
         self._spec = SandboxSpec(policy.type, policy.writable_roots, policy.network_access)
 
@@ -108,6 +112,8 @@ class ToolRouter:
                 raise ToolCallError(f"unknown tool {name!r}; the tools are: shell, apply_patch")
         except ToolCallError as exc:
             output = f"error: {exc}"
+        except ApprovalWithdrawn:
+            output = NOT_ASKED
         return function_output(call_id, output)
 
     # --- shell ---------------------------------------------------------------
@@ -149,16 +155,19 @@ class ToolRouter:
         if plan is ExecPlan.REFUSE:
             return self._refusal(call)
         if plan in (ExecPlan.ASK_THEN_RUN, ExecPlan.ASK_THEN_CONFINED):
-            decision = await self._ask_exec(call, call.justification)
-            if decision == "denied":
-                return DENIED
+            answer = await self._ask_exec(call, call.justification)
+            if answer.decision == "denied":
+                return _denial("command", answer)
         confined = plan in (ExecPlan.RUN_CONFINED, ExecPlan.ASK_THEN_CONFINED)
         await asyncio.to_thread(diff.before_command, self._writable_roots())
         result = await self._run(call, confined=confined)
         if confined and self._should_offer_unconfined(result):
             reason = "the sandbox seems to have blocked it; run it again without the sandbox?"
-            if await self._ask_exec(call, reason) != "denied":
-                result = await self._run(call, confined=False)
+            try:
+                if (await self._ask_exec(call, reason)).decision != "denied":
+                    result = await self._run(call, confined=False)
+            except ApprovalWithdrawn:
+                pass  # stopping: the confined run is this call's answer
         return format_for_model(result, limit_bytes=self._engine.exec_output_limit)
 
     def _plan(self, call: ShellCall) -> ExecPlan:
@@ -188,14 +197,31 @@ class ToolRouter:
             result.exit_code, result.aggregated_output, self._spec
         )
 
-    async def _ask_exec(self, call: ShellCall, reason: str | None) -> ReviewDecision:
-        await self._emit(ExecApprovalRequest(call.call_id, call.argv, call.cwd, reason))
-        decision = await self._approvals.wait(call.call_id)
-        if decision == "abort":
-            raise TaskAborted(call.call_id)
-        if decision == "approved_for_session":
+    async def _ask(self, call_id: str, request: EventMsg) -> Answer:
+        """Send an approval request and wait for the user's answer.
+
+        Raises :class:`TaskAborted` on ``abort``, and :class:`ApprovalWithdrawn`
+        once a ``stop`` or ``checkpoint`` is pending: nothing more is asked then.
+        A stop handled while the request waited for room in the event queue is
+        caught by the second check; one handled later withdraws the waiting
+        request (``Approvals.withdraw_pending``).
+        """
+        if self._stopping():
+            raise ApprovalWithdrawn(call_id)
+        await self._emit(request)
+        if self._stopping():
+            raise ApprovalWithdrawn(call_id)
+        answer = await self._approvals.wait(call_id)
+        if answer.decision == "abort":
+            raise TaskAborted(call_id, answer.reason)
+        return answer
+
+    async def _ask_exec(self, call: ShellCall, reason: str | None) -> Answer:
+        request = ExecApprovalRequest(call.call_id, call.argv, call.cwd, reason)
+        answer = await self._ask(call.call_id, request)
+        if answer.decision == "approved_for_session":
             self._approvals.approve_command_for_session(call.argv, call.cwd)
-        return decision
+        return answer
 
     async def _run(self, call: ShellCall, *, confined: bool) -> ExecResult:
         await self._emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
@@ -243,9 +269,9 @@ class ToolRouter:
                 return (
                     "error: the patch writes outside the writable roots and this session never asks"
                 )
-            decision = await self._ask_patch(call_id, changes, targets)
-            if decision == "denied":
-                return DENIED
+            answer = await self._ask_patch(call_id, changes, targets)
+            if answer.decision == "denied":
+                return _denial("patch", answer)
         await self._emit(PatchApplyBegin(call_id, auto, changes))
         diff.before_patch(_baselines(edits))
         try:
@@ -275,18 +301,16 @@ class ToolRouter:
 
     async def _ask_patch(
         self, call_id: str, changes: dict[str, FileChange], targets: list[tuple[str, str]]
-    ) -> ReviewDecision:
+    ) -> Answer:
         outside = self._outside(targets)
         # A path with two targets (written, then removed) shows the one outside.
         resolved = dict(targets) | dict(outside)
         reason = self._outside_reason(outside)
-        await self._emit(ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved))
-        decision = await self._approvals.wait(call_id)
-        if decision == "abort":
-            raise TaskAborted(call_id)
-        if decision == "approved_for_session":
+        request = ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved)
+        answer = await self._ask(call_id, request)
+        if answer.decision == "approved_for_session":
             self._approvals.approve_patch_for_session(t for _, t in targets)
-        return decision
+        return answer
 
     def _outside_reason(self, outside: list[tuple[str, str]]) -> str | None:
         """Which paths lead outside the writable roots, and where: ``link -> /etc/x``."""
@@ -312,6 +336,13 @@ def _not_runnable(item: Item) -> str:
     kind, name = item.get("type"), item.get("name")
     what = f"{kind} {name!r}" if isinstance(name, str) else str(kind)
     return f"error: {what} cannot run here; the tools are the functions shell and apply_patch"
+
+
+def _denial(what: str, answer: Answer) -> str:
+    """What the model is told of a denied call: the user's own words when they gave any."""
+    if answer.reason and answer.reason.strip():
+        return f"error: the user denied this {what}: {answer.reason.strip()}"
+    return DENIED
 
 
 def _plan_patch(text: str, cwd: str) -> list[patches.FileEdit]:

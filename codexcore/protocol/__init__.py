@@ -60,6 +60,7 @@ from ._handshake import (
     encode_connection_msg,
 )
 from ._ops import (
+    Checkpoint,
     ConfigureSession,
     ExecApproval,
     ForkSession,
@@ -71,6 +72,7 @@ from ._ops import (
     PatchApproval,
     ResumeSession,
     Shutdown,
+    Stop,
     UserInput,
 )
 from ._schema import protocol_schema
@@ -91,6 +93,7 @@ from ._types import (
     SandboxKind,
     SandboxMode,
     SandboxPolicy,
+    StopKind,
     TextInput,
     UpdateChange,
 )
@@ -106,6 +109,7 @@ __all__ = [
     "AgentReasoningDelta",
     "ApplyPatchApprovalRequest",
     "ApprovalPolicy",
+    "Checkpoint",
     "Closing",
     "ConfigureSession",
     "ConnectionMsg",
@@ -152,6 +156,8 @@ __all__ = [
     "SessionSummary",
     "Shutdown",
     "ShutdownComplete",
+    "Stop",
+    "StopKind",
     "StreamError",
     "Submission",
     "SubmissionAck",

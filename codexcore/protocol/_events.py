@@ -23,6 +23,7 @@ from ._types import (
     ReasoningEffort,
     SandboxKind,
     SandboxPolicy,
+    StopKind,
 )
 from ._value import Value
 from ._wire import EVENT_MSGS, Tagged
@@ -200,10 +201,20 @@ class TurnComplete(Tagged):
 @EVENT_MSGS.register("task_complete")
 @attrs.frozen(repr=False, eq=False)
 class TaskComplete(Tagged):
-    """Terminal: the model finished with no further tool calls."""
+    """Terminal: the model finished with no further tool calls, or a ``stop`` or
+    ``checkpoint`` ended the Task after its Turn.
+
+    ``last_agent_message`` is the Task's last complete agent message (from an
+    earlier Turn when the last one had none; null when there was none).
+    ``response_id`` is the last Turn's bookmark. ``stopped_by`` is null when the
+    model finished; ``stop`` or ``checkpoint`` when that request was pending as
+    the last Turn ended (even if the model had nothing more to do):
+    ``checkpoint`` means the session is paused awaiting input.
+    """
 
     last_agent_message: str | None = None
     response_id: str | None = None
+    stopped_by: StopKind | None = None
 
 
 @EVENT_MSGS.register("token_count")

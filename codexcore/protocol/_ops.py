@@ -64,25 +64,67 @@ class InjectInput(Tagged):
 @OPS.register("interrupt")
 @attrs.frozen(repr=False, eq=False)
 class Interrupt(Tagged):
-    """Stop the running Task: the stream is cancelled and commands are killed."""
+    """Stop the running Task now: the stream is cancelled and commands are killed.
+
+    The Task ends with ``turn_aborted {reason: interrupted}``. Idle: nothing happens.
+    For an end that lets the current Turn finish, see ``stop``.
+    """
+
+
+@OPS.register("stop")
+@attrs.frozen(repr=False, eq=False)
+class Stop(Tagged):
+    """End the running Task gracefully, after its current Turn.
+
+    The Turn finishes: the model's response streams to its end and every call it
+    made runs (or, if it needs an approval, is answered as not run) and is
+    recorded. Then no further request goes to the model, and the Task ends with
+    ``task_complete {stopped_by: "stop"}``. Input injected after a ``stop`` waits
+    for the next Task's first request (a ``warning`` under the input's id says so).
+    ``interrupt`` still ends the Task at once. Idle: nothing happens (no event).
+    """
+
+
+@OPS.register("checkpoint")
+@attrs.frozen(repr=False, eq=False)
+class Checkpoint(Tagged):
+    """Pause the running Task after its current Turn, until the next input.
+
+    As ``stop``, but the Task ends with ``task_complete {stopped_by: "checkpoint"}``,
+    and input injected before the Turn ends lifts the pause (the Task goes on with
+    it). The rollout is written as the session goes, so once that ``task_complete``
+    is read the file holds everything up to and including it. Idle: nothing
+    happens (no event).
+    """
 
 
 @OPS.register("exec_approval")
 @attrs.frozen(repr=False, eq=False)
 class ExecApproval(Tagged):
-    """Answer an ``exec_approval_request``; ``id`` is the request's ``call_id``."""
+    """Answer an ``exec_approval_request``; ``id`` is the request's ``call_id``.
+
+    ``reason`` is the user's own words. With ``denied`` it is what the model is
+    told about the call (its output); with ``abort`` it is the aborted call's
+    output, which the model sees with the next Task's first request. With an
+    approval it is only recorded in the rollout.
+    """
 
     id: str
     decision: ReviewDecision
+    reason: str | None = None
 
 
 @OPS.register("patch_approval")
 @attrs.frozen(repr=False, eq=False)
 class PatchApproval(Tagged):
-    """Answer an ``apply_patch_approval_request``; ``id`` is its ``call_id``."""
+    """Answer an ``apply_patch_approval_request``; ``id`` is its ``call_id``.
+
+    ``reason`` works as in ``exec_approval``.
+    """
 
     id: str
     decision: ReviewDecision
+    reason: str | None = None
 
 
 @OPS.register("list_sessions")
@@ -142,6 +184,8 @@ Op = Annotated[
     | UserInput
     | InjectInput
     | Interrupt
+    | Stop
+    | Checkpoint
     | ExecApproval
     | PatchApproval
     | ListSessions

@@ -27,6 +27,10 @@ the whole history is resent with every request."""
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 ReviewDecision = Literal["approved", "approved_for_session", "denied", "abort"]
 AbortReason = Literal["interrupted", "replaced", "reconfigured", "shutdown"]
+StopKind = Literal["stop", "checkpoint"]
+"""What ended a Task after its Turn, at the UI's request: ``stop`` (done for now) or
+``checkpoint`` (paused until the next input). Either way the conversation goes on with
+the next ``user_input`` or ``inject_input``."""
 OutputStream = Literal["stdout", "stderr"]
 ExecStatus = Literal["completed", "failed", "timed_out"]
 SandboxKind = Literal["bwrap", "none"]
