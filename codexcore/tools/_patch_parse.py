@@ -22,7 +22,7 @@ Leniency, where it cannot change what the patch means:
 * an Add with no lines creates an empty file (``__init__.py``, ``.gitkeep``), as Codex does.
 
 Everything else that is not in the grammar (an unknown ``***`` line, a hunk with
-no lines, a missing Begin/End, a patch with no operation)
+no lines, a missing Begin/End, a patch with no operation, a path with a NUL byte)
 raises ``PatchParseError`` with the 1-based line number and what was expected.
 """
 
@@ -153,6 +153,9 @@ def _marker_argument(stripped: str, marker: str, number: int) -> str | None:
     path = stripped[len(marker) :].strip()
     if not path:
         raise PatchParseError(f"'{marker}' needs a path after it", number)
+    if "\0" in path:
+        # No file has such a name: the OS calls would raise ValueError, not a patch error.
+        raise PatchParseError(f"the path after '{marker}' contains a NUL byte", number)
     return path
 
 
