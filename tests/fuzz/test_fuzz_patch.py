@@ -10,9 +10,10 @@ changed; when they do not, the files hold what the plan said.
 from __future__ import annotations
 
 import os
-import tempfile
+import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -138,40 +139,58 @@ def _confined(patch: Patch, root: str) -> bool:
     return True
 
 
-@given(patch_texts())
+@given(text=patch_texts())
 # Found by this test: a NUL byte in a path ended planning in ValueError (issue 13, item 8).
-@example("*** Begin Patch\n*** Add File: a\x00b\n+x\n*** End Patch\n")
-@example("*** Begin Patch\n*** Update File: a.txt\n*** Move to: b\x00\n*** End Patch")
+@example(text="*** Begin Patch\n*** Add File: a\x00b\n+x\n*** End Patch\n")
+@example(text="*** Begin Patch\n*** Update File: a.txt\n*** Move to: b\x00\n*** End Patch")
 @fuzz(4_000)
-def test_planning_and_committing_raise_only_patch_errors(text: str) -> None:
+def test_planning_and_committing_raise_only_patch_errors(tree: Path, text: str) -> None:
     patch, error = attempt(lambda: parse_patch(text), PatchParseError)
     if error is not None:
         return
-    with tempfile.TemporaryDirectory() as directory:
-        root = Path(directory)
-        (root / "dir").mkdir()
-        for name, body in [
-            ("a.txt", "one\ntwo\nthree\n"),
-            ("b.txt", "two\n"),
-            ("dir/c.txt", "one"),
-        ]:
-            (root / name).write_text(body)
-        if not _confined(patch, directory):
-            return
-        before = _snapshot(root)
-        edits, error = attempt(lambda: plan_patch(patch, directory), PatchError)
-        if error is None:
-            assert all(is_path_writable(p, [directory]) for p in paths_touched(edits))
-            _, error = attempt(lambda: commit_edits(edits), PatchError)
-        if error is not None:
-            assert str(error)
-            assert _snapshot(root) == before, "a failed patch changed files"
-            return
-        for path, content in _final_state(edits).items():
-            if content is None:
-                assert not os.path.lexists(path)
+    root = str(tree)
+    _reset(tree)
+    if not _confined(patch, root):
+        return
+    before = _snapshot(tree)
+    edits, error = attempt(lambda: plan_patch(patch, root), PatchError)
+    if error is None:
+        assert all(is_path_writable(p, [root]) for p in paths_touched(edits))
+        _, error = attempt(lambda: commit_edits(edits), PatchError)
+    if error is not None:
+        assert str(error)
+        assert _snapshot(tree) == before, "a failed patch changed files"
+        return
+    for path, content in _final_state(edits).items():
+        if content is None:
+            assert not os.path.lexists(path)
+        else:
+            assert Path(path).read_bytes() == content.encode()
+
+
+_TREE = {"a.txt": b"one\ntwo\nthree\n", "b.txt": b"two\n", "dir/c.txt": b"one"}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tree for every case, put back as it was before each (creating and removing
+    a directory per case costs more than the case itself on a journalled disk)."""
+    return tmp_path_factory.mktemp("patch-tree")
+
+
+def _reset(root: Path) -> None:
+    for path in sorted(root.rglob("*"), reverse=True):
+        name = str(path.relative_to(root))
+        if name not in _TREE and name != "dir":
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
             else:
-                assert Path(path).read_bytes() == content.encode()
+                path.unlink()
+    (root / "dir").mkdir(exist_ok=True)
+    for name, body in _TREE.items():
+        target = root / name
+        if not target.is_file() or target.read_bytes() != body:
+            target.write_bytes(body)
 
 
 def _final_state(edits: list[FileEdit]) -> dict[str, str | None]:
