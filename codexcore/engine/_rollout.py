@@ -15,7 +15,8 @@ one record a line:
 Each record is written with one ``os.write`` of a whole line to a file opened
 for appending, with no buffering in between, so a process killed with
 ``kill -9`` loses at most the line being written (the page cache survives the
-process). A torn or unreadable line is skipped on read, never fatal.
+process). A torn or unreadable line, or a record of the wrong shape, is skipped
+on read, never fatal.
 """
 
 from __future__ import annotations
@@ -29,7 +30,16 @@ from typing import Any
 import attrs
 import orjson
 
-from ..protocol import Event, SessionSummary, decode_event, encode_event, to_wire
+from ..protocol import (
+    ConfigureSession,
+    Event,
+    ProtocolError,
+    SessionSummary,
+    decode_event,
+    encode_event,
+    to_wire,
+)
+from ..protocol._codec import decode_record
 from ._config import SessionConfig
 from ._history import History, Item, Journal
 
@@ -157,25 +167,41 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
     for record in read_records(path):
         kind = record.get("type")
         if kind == "config":
-            config = _config_from(record["config"])
+            config = _config_from(record.get("config")) or config
         elif kind in ("turn", "tool_outputs", "fork"):
-            history.replay(kind, tuple(record.get("items") or ()), record.get("response_id"))
+            change = _history_change(record)
+            if change is not None:
+                history.replay(kind, *change)
     if config is None:
         raise UnknownSession(f"{session_id}: the rollout has no configuration record")
     return LoadedSession(session_id, config, history, path)
 
 
-def _config_from(data: dict[str, Any]) -> SessionConfig:
-    from ..protocol import SandboxPolicy
+def _config_from(data: Any) -> SessionConfig | None:
+    """The configuration a ``config`` record holds, or None when it is not one.
 
-    policy = data.get("sandbox_policy") or {}
-    sandbox = SandboxPolicy(
-        policy.get("type", "workspace-write"),
-        tuple(policy.get("writable_roots", ())),
-        bool(policy.get("network_access", False)),
+    The record has the fields of ``configure_session``, so its decoder checks
+    every field's type; one left out keeps the engine's default.
+    """
+    try:
+        op = decode_record(ConfigureSession, data, "config")
+    except ProtocolError:
+        return None
+    fields = (field.name for field in attrs.fields(ConfigureSession))
+    return SessionConfig(
+        **{name: getattr(op, name) for name in fields if getattr(op, name) is not None}
     )
-    fields = {f.name for f in attrs.fields(SessionConfig)} - {"sandbox_policy"}
-    return SessionConfig(sandbox_policy=sandbox, **{k: v for k, v in data.items() if k in fields})
+
+
+def _history_change(record: dict[str, Any]) -> tuple[tuple[Item, ...], str | None] | None:
+    """A history record's items and response id, or None when they are not shaped so."""
+    items = record.get("items") or ()
+    response_id = record.get("response_id")
+    if not isinstance(items, list | tuple) or not all(isinstance(i, dict) for i in items):
+        return None
+    if response_id is not None and not isinstance(response_id, str):
+        return None
+    return tuple(items), response_id
 
 
 def read_events(path: Path) -> list[Event]:
@@ -193,7 +219,7 @@ def list_sessions(home: Path, cwd: str | None = None, limit: int = 50) -> list[S
     """Recorded sessions, most recently written first, optionally only those
     started in ``cwd``. Only files up to ``limit`` matches are read."""
     paths = sorted(
-        (home / "sessions").glob("*/*/*/rollout-*.jsonl"),
+        (path for path in (home / "sessions").glob("*/*/*/rollout-*.jsonl") if path.is_file()),
         key=lambda path: path.stat().st_mtime_ns,
         reverse=True,
     )
@@ -217,7 +243,8 @@ def _summarize(path: Path) -> SessionSummary | None:
         if kind == "session_meta":
             meta = record
         elif kind == "turn":
-            for item in record.get("items") or ():
+            items, _ = _history_change(record) or ((), None)
+            for item in items:
                 if item.get("type") == "message":
                     count += 1
                     if item.get("role") == "user":
@@ -234,13 +261,23 @@ def _summarize(path: Path) -> SessionSummary | None:
         last_user_message=user_messages[-1] if user_messages else None,
         message_count=count,
         path=str(path),
-        forked_from=meta.get("forked_from"),
+        forked_from=_text_or_none(meta.get("forked_from")),
     )
 
 
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _text_of(item: Item) -> str:
-    parts = item.get("content") or []
-    return " ".join(p.get("text", "") for p in parts if p.get("type") == "input_text")
+    parts = item.get("content")
+    if not isinstance(parts, list):
+        return ""
+    return " ".join(
+        p["text"]
+        for p in parts
+        if isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)
+    )
 
 
 def prune_sessions(
