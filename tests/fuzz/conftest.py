@@ -49,7 +49,9 @@ def fuzz(share: int) -> Callable[[F], F]:
             return test(*args, **kwargs)
 
         examples = max(1, round(share * SCALE))
-        return settings(_BASE, max_examples=examples)(counted)  # type: ignore[return-value]
+        # pytest-timeout's 60 s is for one ordinary test; a scaled-up fuzz run needs more.
+        limit = pytest.mark.timeout(180 * max(1.0, SCALE))
+        return limit(settings(_BASE, max_examples=examples)(counted))  # type: ignore[no-any-return]
 
     return decorate
 

@@ -89,7 +89,7 @@ _PAYLOAD = st.sampled_from(PAYLOADS)
         _PAYLOAD.map(orjson.dumps).flatmap(s.mangled),
     ).map(lambda data: data.decode("utf-8", "replace")),
 )
-@fuzz(12_000)
+@fuzz(10_000)
 def test_decode_data_raises_only_model_errors(event: str, data: str) -> None:
     decoded, error = attempt(lambda: decode_data(event, data), RetryableError, ModelError)
     if error is not None:
@@ -156,7 +156,7 @@ def reference_events(body: bytes) -> list[ServerSentEvent]:
 
 
 @given(sse_streams() | st.binary(max_size=80), st.data())
-@fuzz(12_000)
+@fuzz(10_000)
 def test_sse_events_are_the_specified_ones_whatever_the_chunking(
     body: bytes, data: st.DataObject
 ) -> None:
@@ -171,7 +171,7 @@ def test_sse_events_are_the_specified_ones_whatever_the_chunking(
 
 
 @given(sse_streams(), st.data())
-@fuzz(6_000)
+@fuzz(4_000)
 def test_streams_decode_to_typed_events_or_model_errors(body: bytes, data: st.DataObject) -> None:
     """What the model client does with a body: SSE events, then typed events."""
     decoder = SSEDecoder()

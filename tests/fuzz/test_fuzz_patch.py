@@ -108,7 +108,7 @@ def patch_texts(draw: st.DrawFn) -> str:
 
 @given(patch_texts() | st.text(max_size=40))
 @example("*** Begin Patch\n*** Delete File: \x00\n*** End Patch")
-@fuzz(10_000)
+@fuzz(6_000)
 def test_parse_raises_only_parse_errors_and_renders_back(text: str) -> None:
     patch, error = attempt(lambda: parse_patch(text), PatchParseError)
     if isinstance(error, PatchParseError):
@@ -143,7 +143,7 @@ def _confined(patch: Patch, root: str) -> bool:
 # Found by this test: a NUL byte in a path ended planning in ValueError (issue 13, item 8).
 @example(text="*** Begin Patch\n*** Add File: a\x00b\n+x\n*** End Patch\n")
 @example(text="*** Begin Patch\n*** Update File: a.txt\n*** Move to: b\x00\n*** End Patch")
-@fuzz(4_000)
+@fuzz(2_500)
 def test_planning_and_committing_raise_only_patch_errors(tree: Path, text: str) -> None:
     patch, error = attempt(lambda: parse_patch(text), PatchParseError)
     if error is not None:

@@ -67,11 +67,11 @@ def _expected_lines(stream: bytes, limit: int) -> list[bytes | LineTooLong]:
 
 
 @given(
-    st.lists(_ANY_FRAME | st.sampled_from([b"", b" ", b"\r"]), max_size=6).map(b"\n".join),
+    st.lists(_ANY_FRAME | st.sampled_from([b"", b" ", b"\r"]), max_size=4).map(b"\n".join),
     st.integers(1, 80),
     st.data(),
 )
-@fuzz(8_000)
+@fuzz(6_000)
 def test_line_reader_is_chunking_independent(
     stream: bytes, limit: int, data: st.DataObject
 ) -> None:
@@ -83,7 +83,7 @@ def test_line_reader_is_chunking_independent(
 
 
 @given(_ANY_FRAME)
-@fuzz(15_000)
+@fuzz(12_000)
 def test_decode_line_answers_every_line(line: bytes) -> None:
     decoded = decode_line(line)
     assert isinstance(decoded, Submission | Rejected | Hello)
@@ -99,7 +99,7 @@ def test_decode_line_answers_every_line(line: bytes) -> None:
 
 
 @given(_SUBMISSION_FRAMES)
-@fuzz(12_000)
+@fuzz(10_000)
 def test_decode_submission_raises_only_protocol_error(line: bytes) -> None:
     submission, error = attempt(lambda: decode_submission(line), ProtocolError)
     if isinstance(error, ProtocolError):
@@ -127,7 +127,7 @@ def test_submissions_round_trip(submission: Submission) -> None:
 # 100 decoded into an Event the encoder could not write back (orjson's depth limit).
 @example(s.nested_events(100))
 @example(s.nested_events(200))
-@fuzz(12_000)
+@fuzz(10_000)
 def test_decode_event_raises_only_protocol_error(line: bytes) -> None:
     event, error = attempt(lambda: decode_event(line), ProtocolError)
     if isinstance(error, ProtocolError):
@@ -138,14 +138,14 @@ def test_decode_event_raises_only_protocol_error(line: bytes) -> None:
 
 
 @given(s.EVENTS)
-@fuzz(6_000)
+@fuzz(5_000)
 def test_events_round_trip(event: Event) -> None:
     assert decode_event(encode_event(event)) == event
 
 
 @given(_ANY_FRAME)
 @example(s.nested_events(200))
-@fuzz(8_000)
+@fuzz(7_000)
 def test_client_parse_line_raises_only_remote_error(line: bytes) -> None:
     parsed, error = attempt(lambda: parse_line(line), RemoteError)
     if error is not None:
@@ -158,7 +158,7 @@ def test_client_parse_line_raises_only_remote_error(line: bytes) -> None:
 
 
 @given(_CONNECTION_FRAMES)
-@fuzz(8_000)
+@fuzz(7_000)
 def test_handshake_decoders_raise_only_protocol_error(line: bytes) -> None:
     for decode in (decode_hello, decode_connection_msg, decode_server_message):
         decoded, error = attempt(lambda: decode(line), ProtocolError)  # noqa: B023
@@ -169,7 +169,7 @@ def test_handshake_decoders_raise_only_protocol_error(line: bytes) -> None:
 
 
 @given(s.CONNECTION_MSGS_)
-@fuzz(5_000)
+@fuzz(4_000)
 def test_connection_msgs_round_trip(msg: Any) -> None:
     line = encode_connection_msg(msg)
     assert decode_connection_msg(line) == msg
