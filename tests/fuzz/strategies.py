@@ -121,37 +121,45 @@ def _mutate_at(draw: st.DrawFn, value: JSON) -> JSON:
     elif isinstance(value, list):
         children = list(range(len(value)))
     # Go down with probability 2/3 while there is somewhere to go.
-    if children and draw(st.integers(0, 2)) > 0:
-        key = draw(st.sampled_from(children))
+    if children and draw(_THIRDS) > 0:
+        key = _pick(draw, children)
         copy = dict(value) if isinstance(value, dict) else list(value)
         copy[key] = _mutate_at(draw, value[key])
         return copy
     return _mutate_here(draw, value)
 
 
+def _pick(draw: st.DrawFn, choices: list[Any]) -> Any:
+    # An index costs one draw and no new strategy object, unlike sampled_from(choices).
+    return choices[draw(st.integers(0, len(choices) - 1))]
+
+
+_THIRDS = st.integers(0, 2)
+_HOW = st.sampled_from(["replace", "drop", "add", "nest", "wrap", "type_tag", "empty"])
+_KEYS = st.sampled_from(["type", "id", "seq", "op", "msg", "x"])
+_DEPTHS = st.sampled_from([10, 100, 600, 2000])
+_TAGS = st.sampled_from(
+    sorted({*OPS.by_tag, *EVENT_MSGS.by_tag, *CONNECTION_MSGS.by_tag, "", "TYPE"})
+)
+_EMPTY: st.SearchStrategy[JSON] = st.sampled_from([{}, [], "", 0, None])
+
+
 def _mutate_here(draw: st.DrawFn, value: JSON) -> JSON:
-    how = draw(st.sampled_from(["replace", "drop", "add", "nest", "wrap", "type_tag", "empty"]))
-    if how == "replace":
-        return draw(ANY_JSON)
+    how = draw(_HOW)
     if how == "drop" and isinstance(value, dict) and value:
         copy = dict(value)
-        del copy[draw(st.sampled_from(list(copy)))]
+        del copy[_pick(draw, list(copy))]
         return copy
     if how == "add" and isinstance(value, dict):
-        return {
-            **value,
-            draw(st.sampled_from(["type", "id", "seq", "op", "msg", "x"])): draw(ANY_JSON),
-        }
+        return {**value, draw(_KEYS): draw(ANY_JSON)}
     if how == "nest":
-        depth = draw(st.sampled_from([10, 100, 600, 2000]))
-        return _nested(value, depth)
+        return Nested(value, draw(_DEPTHS))
     if how == "wrap":
         return [value]
     if how == "type_tag" and isinstance(value, dict):
-        tags = sorted({*OPS.by_tag, *EVENT_MSGS.by_tag, *CONNECTION_MSGS.by_tag, "", "TYPE"})
-        return {**value, "type": draw(st.sampled_from(tags) | ANY_JSON)}
+        return {**value, "type": draw(_TAGS | ANY_JSON)}
     if how == "empty":
-        return draw(st.sampled_from([{}, [], "", 0, None]))
+        return draw(_EMPTY)
     return draw(ANY_JSON)
 
 
@@ -161,10 +169,6 @@ class Nested:
 
     def __init__(self, inner: JSON, depth: int, open: bytes = b"[", close: bytes = b"]") -> None:
         self.inner, self.depth, self.open, self.close = inner, depth, open, close
-
-
-def _nested(value: JSON, depth: int) -> Nested:
-    return Nested(value, depth)
 
 
 def dumps(value: JSON, *, duplicate: bool = False) -> bytes:
