@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, get_args
 
+import attrs
 import orjson
 import pytest
 from hypothesis import example, given
@@ -31,7 +32,7 @@ from codexcore.engine._rollout import (
     read_events,
     read_records,
 )
-from codexcore.protocol import Event, SandboxPolicy, SessionSummary
+from codexcore.protocol import ConfigureSession, Event, SandboxPolicy, SessionSummary
 from codexcore.protocol._types import ApprovalPolicy, HistoryMode, ReasoningEffort, SandboxMode
 
 from .. import protocol_samples as samples
@@ -171,3 +172,20 @@ def _assert_well_formed_config(config: SessionConfig) -> None:
     assert isinstance(policy.writable_roots, tuple)
     assert all(isinstance(root, str) for root in policy.writable_roots)
     assert isinstance(policy.network_access, bool)
+
+
+def test_a_recorded_configuration_loads_exactly(home: Path) -> None:
+    """The reader decodes a config record with configure_session's decoder: the two
+    must keep the same fields, and a valid record must load as it was written."""
+    assert [f.name for f in attrs.fields(SessionConfig)] == [
+        f.name for f in attrs.fields(ConfigureSession)
+    ]
+    path = home / "sessions" / "2026" / "11" / "22" / f"rollout-{_STAMP}-{SESSION_ID}.jsonl"
+    path.write_bytes(b"".join(VALID_LINES))
+    loaded = load_session(home, SESSION_ID)
+    assert loaded.config == SessionConfig(cwd="/work", sandbox_policy=samples.SANDBOX)
+    assert [item["type"] for item in loaded.history.items()] == [
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
