@@ -23,6 +23,7 @@ OPS: list[Any] = [
         history_mode="client",
         reasoning_effort="low",
         base_url="http://127.0.0.1:8080/v1",
+        model_supports_reasoning_summaries=False,
     ),
     p.UserInput(
         (

@@ -357,10 +357,13 @@ def _shape_problem(record: Any) -> str | None:
     if not isinstance(kind, str):
         return "has no record type"
     for name, types in _FIELDS.get(kind, {}).items():
-        if not isinstance(record.get(name), types):
+        if name not in record or not isinstance(record[name], types):
             return f"is a {kind} record whose {name!r} is missing or of the wrong type"
-    if kind in ("turn", "tool_outputs") and not all(isinstance(i, dict) for i in record["items"]):
-        return f"is a {kind} record whose items are not all objects"
+    items = record.get("items", [])  # a fork record may leave its items out
+    if kind in _CHANGES and not (
+        isinstance(items, list) and all(isinstance(i, dict) for i in items)
+    ):
+        return f"is a {kind} record whose items are not a list of objects"
     return None
 
 
@@ -564,10 +567,12 @@ def _text_of(item: Item) -> str:
     parts = item.get("content") or []
     if isinstance(parts, str):
         return parts
+    if not isinstance(parts, list):
+        return ""
     return " ".join(
-        str(p.get("text", ""))
+        p["text"]
         for p in parts
-        if isinstance(p, dict) and p.get("type") == "input_text"
+        if isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -235,9 +236,62 @@ def _compile(shape: Shape) -> Decoder:
         return _decode_bytes
     if isinstance(shape, Record):
         cls = shape.cls
-        # Looked up when used: a record may (through others) contain itself.
+        if _contains_itself(cls):
+            return _nesting_decoder(cls)
         return lambda value: _RECORD_DECODERS[cls](value)
     return _VARIANT_DECODERS[shape.registry]
+
+
+MAX_NESTING = 64
+"""How deep a record that can contain itself (an Event inside a ``session_history``
+inside an Event …) may nest. Without a bound a peer's line of nested events ends
+the decoder in ``RecursionError``, and well before that in a value the encoder
+cannot write back (orjson writes at most 255 levels; each of these adds three)."""
+
+_nesting = threading.local()
+
+
+def _nesting_decoder(cls: type[Any]) -> Decoder:
+    """The decoder of ``cls`` where it occurs inside a record: it counts how deep it is.
+
+    Only nested occurrences pay for the count; a top-level Event decodes as before.
+    """
+
+    def decode(value: Any) -> Any:
+        depth = getattr(_nesting, "depth", 0)
+        if depth >= MAX_NESTING:
+            raise _Invalid(f"nested more than {MAX_NESTING} deep")
+        _nesting.depth = depth + 1
+        try:
+            # Looked up when used: the record is still being built when this is.
+            return _RECORD_DECODERS[cls](value)
+        finally:
+            _nesting.depth = depth
+
+    return decode
+
+
+def _contains_itself(cls: type[Any]) -> bool:
+    """Whether a value of ``cls`` can hold another one (through any fields and variants)."""
+    seen: set[type[Any]] = set()
+    pending = [f.shape for f in fields_of(cls)]
+    while pending:
+        shape = pending.pop()
+        if isinstance(shape, Optional):
+            pending.append(shape.inner)
+        elif isinstance(shape, Seq):
+            pending.append(shape.item)
+        elif isinstance(shape, Map):
+            pending.append(shape.value)
+        elif isinstance(shape, Record | Union):
+            members = (shape.cls,) if isinstance(shape, Record) else shape.registry.by_tag.values()
+            for member in members:
+                if member is cls:
+                    return True
+                if member not in seen:
+                    seen.add(member)
+                    pending.extend(f.shape for f in fields_of(member))
+    return False
 
 
 def _scalar_decoder(shape: Scalar) -> Decoder:

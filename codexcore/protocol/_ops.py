@@ -27,7 +27,9 @@ class ConfigureSession(Tagged):
     """Create the Session, or reconfigure it (aborting a running Task).
 
     A field left out (``None``) keeps the Session's current value, or the
-    engine's default for a new Session. Answered by ``session_configured``.
+    engine's default for a new Session. ``model_supports_reasoning_summaries``
+    overrides the model catalogue's word on whether the model takes reasoning
+    options. Answered by ``session_configured``.
     """
 
     model: str | None = None
@@ -38,6 +40,7 @@ class ConfigureSession(Tagged):
     history_mode: HistoryMode | None = None
     reasoning_effort: ReasoningEffort | None = None
     base_url: str | None = None
+    model_supports_reasoning_summaries: bool | None = None
 
 
 @OPS.register("user_input")

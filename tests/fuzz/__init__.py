@@ -1,0 +1,1 @@
+"""The fuzz suite: every decoder that network or disk bytes reach (see docs/testing.md)."""
