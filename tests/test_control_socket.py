@@ -328,6 +328,14 @@ async def test_serve_gives_every_session_a_socket_removed_when_it_ends(tmp_path:
                 status = await call(control, rpc(7, "get_status"))
                 assert (status["task_name"], status["task_dir"]) == (first_id, str(tmp_path))
                 assert (status["status"], status["iteration"]) == ("idle", 0)
+                # Subscriptions: "*" spelled out when part of it is removed; names checked.
+                assert await call(control, rpc(8, "subscribe", events="*")) == {"subscribed": ["*"]}
+                assert await call(control, rpc(9, "unsubscribe", events=["output"])) == {
+                    "subscribed": ["state_change"]
+                }
+                bad = await call(control, rpc(10, "subscribe", events=["output", "story"]))
+                assert bad["error"]["code"] == -32602
+                assert "params.events[1]" in bad["error"]["message"]
                 second, second_id, second_path = await new_session(server, home)
                 assert second_id != first_id
                 assert second_path.exists()
@@ -337,6 +345,9 @@ async def test_serve_gives_every_session_a_socket_removed_when_it_ends(tmp_path:
                 assert await seed.wait_exit() == 0
                 assert seed.events("state_change")[-1] == {"status": "stopped"}
                 await control.to_end(WAIT)
+                notified = [m["params"] for m in control.seen if m.get("method") == "event"]
+                assert notified[-1]["data"] == {"status": "stopped"}
+                assert {n["type"] for n in notified} == {"state_change"}  # output unsubscribed
                 await server.wait_stderr(rf"control socket removed session='{first_id}'")
                 assert not first_path.exists()
                 assert second_path.exists()
