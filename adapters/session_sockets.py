@@ -26,9 +26,9 @@ import attrs
 
 from codexcore._logging import get_logger
 
+from ._control_status import SessionStatus, statuses
 from ._dialect import Dialects
 from ._host import SessionHost
-from ._jsonrpc_control import SessionStatus, statuses
 from ._jsonrpc_server import RpcOptions
 from .unix import UnixServer
 
