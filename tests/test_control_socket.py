@@ -460,3 +460,29 @@ async def test_a_sandboxed_command_cannot_steer_its_own_session(tmp_path: Path, 
         assert "attack: no connection: PermissionError(1, 'Operation not permitted')" in output
     assert len(model.requests) == 2
     assert all(INJECTED not in user_texts(body) for body in model.requests)
+
+
+async def test_exec_prints_the_same_events_with_a_control_socket(tmp_path: Path) -> None:
+    """The host under exec adds acknowledgements and a pump; neither reaches exec's output."""
+    from codexcore.testing import text_response
+
+    async def types(*flags: str) -> list[str]:
+        model = ScriptedModel([shell_call(["printf", "x\\n"]), text_response("done")])
+        with short_home() as home, ScriptedResponsesServer(model) as http:
+            process = _Process()
+            argv = [PY, "-m", "codexcore", "exec", "--json", "--approval-policy", "never"]
+            # The prompt first: a bare --control-socket would take it for its PATH.
+            argv += ["--sandbox", "danger-full-access", "go", *flags]
+            env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
+            await process._spawn(argv, env, tmp_path, stdout=asyncio.subprocess.PIPE)
+            try:
+                events = await json_events(process)
+                assert await process.wait_exit(WAIT) == 0, process.context()
+            finally:
+                await process.kill()
+            assert not list((Path(home) / "cx" / "sockets").glob("*.sock"))  # removed
+        return [e["msg"]["type"] for e in events]
+
+    plain = await types()
+    assert "exec_command_end" in plain
+    assert await types("--control-socket") == plain

@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
   codexcore exec --json "list the TODOs" > events.jsonl
   codexcore exec --resume 0b6f…  "now fix the second one"
   codexcore exec --fork 0b6f…@resp_123  "try another approach"
+  codexcore exec "fix the build" --control-socket   # $CODEXCORE_HOME/sockets/<session>.sock
 
 exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included),
             3 aborted, 4 an approval was needed with no terminal to ask, 130 Ctrl-C""",
@@ -71,7 +72,8 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         nargs="?",
         const="",
         help="serve a control socket for this session (default "
-        "$CODEXCORE_HOME/sockets/<session>.sock; docs/jsonrpc.md, seed 004)",
+        "$CODEXCORE_HOME/sockets/<session>.sock; docs/jsonrpc.md, seed 004); without "
+        "PATH, give the prompt before it (or after --)",
     )
     add_settings_arguments(parser)
     parser.set_defaults(run=run)
