@@ -165,6 +165,20 @@ async def exec_run(
             await process.kill()
 
 
+async def state_change(client: Client, data: dict[str, Any]) -> None:
+    """Read until a ``state_change`` notification with exactly ``data`` (or find it seen)."""
+
+    def found() -> bool:
+        return any(
+            m.get("method") == "event" and m["params"] == {**m["params"], "data": data}
+            for m in client.seen
+        )
+
+    while not found():
+        if await client.recv(WAIT) is None:
+            raise AssertionError(f"closed before state_change {data}; saw {client.seen}")
+
+
 async def json_events(process: _Process) -> list[dict[str, Any]]:
     assert process.process is not None
     assert process.process.stdout is not None
@@ -287,9 +301,11 @@ async def test_exec_checkpoint_ends_the_task_after_its_turn_and_a_stale_socket_i
 
 
 @asynccontextmanager
-async def serve(home: str, workspace: Path) -> AsyncIterator[ServerProcess]:
+async def serve(
+    home: str, workspace: Path, model: ScriptedModel | None = None
+) -> AsyncIterator[ServerProcess]:
     """``codexcore serve --unix PATH --session-sockets DIR`` (no token: the peer checks)."""
-    async with ScriptedResponsesServer(ScriptedModel([])) as http:
+    async with ScriptedResponsesServer(model or ScriptedModel([])) as http:
         env = server_env(http.base_url, HOME=home, CODEXCORE_LOG="info")
         server = await ServerProcess.start(
             http.base_url,
@@ -486,3 +502,36 @@ async def test_exec_prints_the_same_events_with_a_control_socket(tmp_path: Path)
     plain = await types()
     assert "exec_command_end" in plain
     assert await types("--control-socket") == plain
+
+
+async def test_stop_while_an_approval_waits_takes_control_and_ends_the_task(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([shell_call(["touch", "x"]), shell_call(["echo", "never asked"])])
+    with short_home() as home:
+        async with serve(home, tmp_path, model) as server:
+            ui, session_id, path = await new_session(server, home)
+            await ui.send(
+                sub("cfg", "configure_session", approval_policy="untrusted"),
+                sub("t1", "user_input", items=[{"type": "text", "text": "touch x"}]),
+            )
+            control = await Client.unix(path)
+            await call(control, rpc(0, "subscribe", events=["state_change"]))
+            await ui.until("exec_approval_request")
+            await state_change(control, {"status": "awaiting_approval"})
+            status = await call(control, rpc(1, "get_status"))
+            assert (status["task_name"], status["status"]) == (session_id, "awaiting_approval")
+            assert await call(control, rpc(2, "stop")) == {"status": "stop_requested"}
+            # The command was never approved: it does not run, and no request follows.
+            end = await ui.until("task_complete", id="t1")
+            assert end["msg"]["stopped_by"] == "stop"
+            assert "exec_command_begin" not in ui.types()
+            assert ui.of("control_changed") == [
+                {"type": "control_changed", "control": False, "reason": "taken_over"}
+            ]
+            await state_change(control, {"status": "stopped"})
+            assert (await call(control, rpc(3, "get_status")))["status"] == "stopped"
+            assert len(model.requests) == 1
+            assert not (tmp_path / "x").exists()
+            await control.close()
+            await ui.close()
