@@ -1,7 +1,8 @@
-# Seed 004's example Python client, copied from the seed as written. Two lines differ:
-# `import os`, which the seed's code uses but does not import, and nothing else: the tests
-# set HOME so that its socket path, ~/.local/share/ralph/sockets/<task>.sock, is the
-# control socket's. Run: python tests/seed004_client.py TASK_NAME (prints each message).
+# Seed 004's example Python client, copied from the seed as written, socket path included:
+# the tests set HOME so that ~/.local/share/ralph/sockets/<task>.sock is the control
+# socket. Two additions: `import os`, which the seed's code uses but does not import, and
+# the `__main__` lines at the end, to run it: python tests/seed004_client.py TASK_NAME
+# (it prints each message it reads until the server closes the connection).
 import asyncio
 import json
 import os  # the seed's example calls os.path.expanduser without importing os
