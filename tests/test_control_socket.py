@@ -535,3 +535,41 @@ async def test_stop_while_an_approval_waits_takes_control_and_ends_the_task(
             assert not (tmp_path / "x").exists()
             await control.close()
             await ui.close()
+
+
+async def test_a_resumed_session_s_socket_takes_the_recorded_id(tmp_path: Path) -> None:
+    from codexcore.testing import text_response
+
+    gate = Gate(text_response("resumed"))
+    model = ScriptedModel([text_response("first"), gate])
+    with short_home() as home, ScriptedResponsesServer(model) as http:
+        env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
+        sockets = Path(home) / "cx" / "sockets"
+        base = [PY, "-m", "codexcore", "exec", "--json"]
+        first = _Process()
+        await first._spawn([*base, "hello"], env, tmp_path, stdout=asyncio.subprocess.PIPE)
+        try:
+            events = await json_events(first)
+            assert await first.wait_exit(WAIT) == 0, first.context()
+        finally:
+            await first.kill()
+        (configured,) = [e["msg"] for e in events if e["msg"]["type"] == "session_configured"]
+        recorded = configured["session_id"]
+        second = _Process()
+        argv = [*base, "--resume", recorded, "again", "--control-socket"]
+        await second._spawn(argv, env, tmp_path, stdout=asyncio.subprocess.PIPE)
+        try:
+            await gate.wait_asked()  # resumed: the session has its recorded id now
+            path = sockets / f"{recorded}.sock"
+            control = await Client.unix(path)
+            status = await call(control, rpc(1, "get_status"))
+            assert (status["task_name"], status["status"]) == (recorded, "running")
+            assert [p.name for p in sockets.iterdir()] == [path.name]  # renamed, not copied
+            gate.open.set()
+            assert await second.wait_exit(WAIT) == 0, second.context()
+            await control.to_end(WAIT)
+            await control.close()
+            assert not path.exists()
+        finally:
+            gate.open.set()
+            await second.kill()
