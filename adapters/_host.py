@@ -666,6 +666,7 @@ class SessionHost:
         self._closing = False
         self._closing_event = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
+        self._on_new_session: list[Callable[[str], None]] = []
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -824,6 +825,18 @@ class SessionHost:
             ),
         )
 
+    def on_new_session(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(session_id)`` for every session this host creates from now on.
+
+        It runs synchronously, right after the session is registered and before
+        its first event is published, so ``attach(session_id=..., last_seq=-1)``
+        from a task it starts replays the session from its first event (while
+        the replay buffer holds it). The session's end is seen by that
+        attachment (:meth:`Attachment.take` returns ``[]``). A callback that
+        raises is logged; the session goes on.
+        """
+        self._on_new_session.append(callback)
+
     def end_session(self, session_id: str) -> None:
         """Shut a session down now (its attachments get ``shutdown_complete``)."""
         session = self.session(session_id)
@@ -854,6 +867,11 @@ class SessionHost:
         session.pump = pump
         self._pumps.add(pump)
         pump.add_done_callback(self._pumps.discard)
+        for callback in self._on_new_session:
+            try:
+                callback(session.id)
+            except Exception:
+                log.exception("new-session callback failed", session=session.id)
         return session
 
     async def _pump(self, session: HostedSession) -> None:

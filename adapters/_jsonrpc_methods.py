@@ -25,6 +25,7 @@ import attrs
 from codexcore import __version__
 
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
+from ._jsonrpc_control import add_control_methods
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext
@@ -283,4 +284,5 @@ def standard_methods() -> MethodTable:
     """The table every JSON-RPC connection is served with."""
     table = MethodTable()
     table.add("initialize", initialize, dict)
+    add_control_methods(table)
     return table

@@ -53,10 +53,16 @@ SERVER_ERROR = -32000
 
 @attrs.frozen
 class RpcOptions:
-    """How JSON-RPC connections are served: their method table and their bound on calls."""
+    """How JSON-RPC connections are served: their method table and their bound on calls.
+
+    ``session_id`` binds every connection to that live session (a per-session
+    control socket): its :meth:`RpcContext.session` attaches there instead of
+    creating one.
+    """
 
     methods: MethodTable = attrs.field(factory=standard_methods, eq=False)
     max_pending: int = 100
+    session_id: str | None = None
 
 
 class ConnectionClosed(Exception):
@@ -115,8 +121,11 @@ class RpcContext:
         *,
         require_token: bool,
         lossless: bool,
+        bound_session: str | None = None,
     ) -> None:
         self.host = host
+        self.bound_session = bound_session
+        """The one session this connection acts on (a per-session socket's), else None."""
         self.methods = methods
         self.require_token = require_token
         self.initialized = False
@@ -142,7 +151,10 @@ class RpcContext:
     async def session(self) -> Attachment:
         """The connection's session, created on first use from the host's configuration.
 
-        Raises :class:`RpcError` (-32000) when the host cannot create one.
+        On a bound connection (:attr:`bound_session`) it is that session, attached
+        with control (the connection that had control is told it lost it, as
+        when a native client takes control). Raises :class:`RpcError` (-32000)
+        when the host cannot create or attach it.
         """
         async with self._lock:
             if self.attachment is None:
@@ -150,7 +162,9 @@ class RpcContext:
                     # The transport already admitted this client: its token was checked in
                     # initialize (TCP), or its peer by uid (Unix), or it is our parent (stdio).
                     attachment = await self.host.attach(
-                        token=self.host.config.token, lossless=self._lossless
+                        token=self.host.config.token,
+                        session_id=self.bound_session,
+                        lossless=self._lossless,
                     )
                 except HostRefusal as exc:
                     raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
@@ -275,6 +289,7 @@ class RpcConnection:
             options.methods,
             require_token=require_initialize,
             lossless=True,
+            bound_session=options.session_id,
         )
         self.stuck_timeout = stuck_timeout
         self.stdio = stdio

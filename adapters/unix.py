@@ -25,7 +25,14 @@ from ._host import SessionHost
 from ._native import READ_CHUNK
 from ._server import Listener, shutdown
 
-__all__ = ["SocketInUse", "UnixServer", "default_socket_path", "not_sandboxed_by_us", "shutdown"]
+__all__ = [
+    "SocketInUse",
+    "UnixServer",
+    "default_socket_path",
+    "not_sandboxed_by_us",
+    "prepare_directory",
+    "shutdown",
+]
 
 
 class SocketInUse(OSError):
@@ -121,20 +128,25 @@ class UnixServer(Listener):
         path: str | os.PathLike[str] | None = None,
         *,
         dialects: Dialects | None = None,
+        require_initialize: bool | None = None,
     ) -> None:
+        """``require_initialize`` None: a JSON-RPC client must ``initialize`` with the
+        token exactly when the host has one. False: the peer checks alone admit it
+        (a per-session control socket, whose seed 004 clients never initialize)."""
         # With a token, a JSON-RPC client proves it in initialize, as a native one
         # does in hello; without one, the peer checks alone admit it (seed 004's
         # clients never send initialize).
-        needs_token = host.config.token is not None
+        if require_initialize is None:
+            require_initialize = host.config.token is not None
         super().__init__(
-            host, peer_check=same_user, dialects=dialects, require_initialize=needs_token
+            host, peer_check=same_user, dialects=dialects, require_initialize=require_initialize
         )
         self.path = Path(path) if path is not None else default_socket_path()
         self._inode: int | None = None
 
     async def start(self) -> Path:
         """Prepare the directory, replace a stale socket, bind with mode 0600 and listen."""
-        _prepare_directory(self.path.parent)
+        prepare_directory(self.path.parent)
         await _remove_stale_socket(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -164,7 +176,8 @@ class UnixServer(Listener):
             self._inode = None
 
 
-def _prepare_directory(directory: Path) -> None:
+def prepare_directory(directory: Path) -> None:
+    """Make ``directory`` (mode 0700) if missing; refuse one another user owns or can enter."""
     if not directory.exists():
         directory.mkdir(mode=0o700, parents=True)
     info = os.stat(directory)

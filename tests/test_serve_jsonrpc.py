@@ -21,6 +21,7 @@ from codexcore.adapters._jsonrpc_methods import (
     SEED_METHODS,
     SERVER_CAPABILITIES,
     SERVER_FEATURES,
+    standard_methods,
 )
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer
 
@@ -206,9 +207,10 @@ async def test_a_batch_over_stdio(tmp_path: Path) -> None:
 async def test_every_seed_method_not_yet_registered_answers_32601_naming_it(
     tmp_path: Path,
 ) -> None:
-    methods = sorted({m for names in SEED_METHODS.values() for m in names} - {"initialize"})
+    registered = set(standard_methods().names)
+    methods = sorted({m for names in SEED_METHODS.values() for m in names} - registered)
     assert "run.start" in methods
-    assert "get_status" in methods
+    assert "set_interactive_mode" in methods
     assert "chat" in methods
     async with stdio(tmp_path) as ui:
         await ui.send(*(req(n, method) for n, method in enumerate(methods)))
@@ -348,12 +350,13 @@ async def test_unix_needs_no_initialize_and_serves_both_dialects(tmp_path: Path)
         async with sockets(tmp_path, unix=run / "s.sock", tcp=False, token=None) as server:
             ui = await server.client(unix=True)
             await ui.send(SEED_004_GET_STATUS)
-            assert await answer(ui) == not_found(1, "get_status")
+            status = (await answer(ui))["result"]
+            assert (status["agent"], status["status"]) == ("codexcore", "idle")
             await ui.send(orjson.dumps(SEED_001_INITIALIZE) + b"\n")
             assert (await answer(ui))["result"]["serverName"] == "codexcore"
             native = await server.client(unix=True)
             assert (await native.greet())["type"] == "welcome"
-            # A connection without a session ends at once when the server stops.
+            # The server stops: get_status gave the connection its session, which ends.
             assert await server.stop(within=10) == 0
             await ui.to_end(within=5)
 
@@ -376,7 +379,7 @@ async def test_unix_with_a_token_asks_json_rpc_for_it_as_native_asks_in_hello(
             await ui.send(initialize(TOKEN))
             assert (await answer(ui))["result"]["server"]["name"] == "codexcore"
             await ui.send(SEED_004_GET_STATUS)
-            assert await answer(ui) == not_found(1, "get_status")
+            assert (await answer(ui))["result"]["agent"] == "codexcore"
 
 
 NOBODY_RPC_CLIENT = """

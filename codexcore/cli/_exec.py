@@ -10,6 +10,12 @@ hanging. Ctrl-C interrupts the running Task; a second Ctrl-C exits.
 With no key for a provider that needs one (OpenAI's API), nothing is sent: the
 message names the variable the key is read from. When requests found no
 answer, the last line names the URL and where it came from.
+
+--control-socket gives the session a Unix socket (PATH, else
+$CODEXCORE_HOME/sockets/<session>.sock) where a seed 004 client follows and
+steers it over JSON-RPC: get_status, subscribe, inject_prompt, checkpoint, and
+stop (the Task ends after its current Turn, and exec exits 0). The socket is
+removed when exec exits.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import plain
 
 if TYPE_CHECKING:
+    from ..adapters._host import Attachment
     from ..config import LoadedSettings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
@@ -45,6 +54,7 @@ def register(subparsers: Any) -> None:
   codexcore exec --json "list the TODOs" > events.jsonl
   codexcore exec --resume 0b6f…  "now fix the second one"
   codexcore exec --fork 0b6f…@resp_123  "try another approach"
+  codexcore exec "fix the build" --control-socket   # $CODEXCORE_HOME/sockets/<session>.sock
 
 exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included),
             3 aborted, 4 an approval was needed with no terminal to ask, 130 Ctrl-C""",
@@ -56,6 +66,15 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         "--fork", metavar="SESSION@RESPONSE_ID", help="branch a recorded session at a response"
     )
     parser.add_argument("--ephemeral", action="store_true", help="record nothing")
+    parser.add_argument(
+        "--control-socket",
+        metavar="PATH",
+        nargs="?",
+        const="",
+        help="serve a control socket for this session (default "
+        "$CODEXCORE_HOME/sockets/<session>.sock; docs/jsonrpc.md, seed 004); without "
+        "PATH, give the prompt before it (or after --)",
+    )
     add_settings_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -148,20 +167,55 @@ class _ExecRun:
 
         imports_done()
 
+        if self.args.control_socket is not None:
+            await self._main_hosted()
+            return self.exit_code
         async with Codex(self.config) as codex:
             self.codex = codex
-            loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
-            spinner = asyncio.create_task(self.renderer.spin()) if not self.args.json else None
-            try:
-                if await self._open_session():
-                    await self._run_task()
-            finally:
-                loop.remove_signal_handler(signal.SIGINT)
-                if spinner is not None:
-                    spinner.cancel()
-                    await asyncio.gather(spinner, return_exceptions=True)
+            self.events = codex.events()
+            await self._drive()
         return self.exit_code
+
+    async def _main_hosted(self) -> None:
+        """The session on a SessionHost, so its control socket attaches to it as any
+        client does. exec watches it and submits straight to its engine, as its
+        owner: a socket client that takes control never locks the terminal out."""
+        from ..adapters._host import HostConfig, SessionHost
+        from ..adapters.session_sockets import SessionSockets, default_directory
+        from ..config import default_home
+
+        host = SessionHost(HostConfig(engine=self.config))
+        await host.start()
+        sockets = SessionSockets(host, default_directory(self.config.home or default_home()))
+        try:
+            attachment = await host.attach(token=None, control=False, lossless=True)
+            hosted = host.session(attachment.session_id)
+            assert hosted is not None, "a session just made is live"
+            self.codex, self.events = hosted.codex, _hosted_events(attachment)
+            path = self.args.control_socket
+            try:
+                where = await sockets.add(attachment.session_id, Path(path) if path else None)
+            except OSError as exc:
+                print(f"codexcore exec: no control socket: {exc}", file=sys.stderr)
+                return
+            print(f"codexcore exec: control socket {where}", file=sys.stderr, flush=True)
+            await self._drive()
+        finally:
+            await host.aclose()
+            await sockets.aclose()
+
+    async def _drive(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
+        spinner = asyncio.create_task(self.renderer.spin()) if not self.args.json else None
+        try:
+            if await self._open_session():
+                await self._run_task()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            if spinner is not None:
+                spinner.cancel()
+                await asyncio.gather(spinner, return_exceptions=True)
 
     def _on_interrupt(self) -> None:
         self.interrupts += 1
@@ -185,7 +239,7 @@ class _ExecRun:
         else:
             return True
         sub_id = await self.codex.submit(op)
-        async for event in self.codex.events():
+        async for event in self.events:
             self._print(event)
             if event.id == sub_id:
                 return isinstance(event.msg, SessionConfigured)
@@ -195,7 +249,7 @@ class _ExecRun:
         from ..protocol import TERMINAL_EVENT_TYPES, ErrorEvent, TextInput, UserInput
 
         sub_id = await self.codex.submit(UserInput((TextInput(self.prompt),)))
-        async for event in self.codex.events():
+        async for event in self.events:
             self._print(event)
             await self._answer_if_asked(event.msg)
             if event.id == sub_id and event.msg.TYPE in TERMINAL_EVENT_TYPES:
@@ -255,3 +309,17 @@ class _ExecRun:
             decision = "abort"
         reply: Any = ExecApproval if isinstance(msg, ExecApprovalRequest) else PatchApproval
         await self.codex.submit(reply(msg.call_id, decision))
+
+
+async def _hosted_events(attachment: Attachment) -> AsyncIterator[Any]:
+    """The session's events as exec reads them from an engine: without the host's
+    ``submission_ack``, so its output is the same with or without a control socket."""
+    from ..adapters._host import Out
+    from ..protocol import SubmissionAck, decode_event
+
+    while frames := await attachment.take():
+        for frame in frames:
+            if isinstance(frame, Out):
+                event = decode_event(frame.data)
+                if not isinstance(event.msg, SubmissionAck):
+                    yield event

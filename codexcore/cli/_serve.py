@@ -10,7 +10,10 @@ TCP a JSON-RPC client opens with initialize carrying the token in
 params.auth.token.
 
 --tcp and --unix serve many sessions, which clients create, attach to,
-watch and resume; both may be given at once (one set of sessions). A TCP
+watch and resume; both may be given at once (one set of sessions). With
+--session-sockets every session also gets a control socket of its own,
+DIR/<session>.sock (default $CODEXCORE_HOME/sockets), speaking JSON-RPC to
+that session alone (seed 004's get_status, stop, subscribe, ...). A TCP
 client must present the token: from --token-file, else $CODEXCORE_TOKEN,
 else one is generated and printed on stderr. The wire is described in
 docs/adapters.md.
@@ -30,6 +33,7 @@ import resource
 import signal
 import stat
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import plain
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
     from ..adapters._dialect import Dialects
     from ..adapters._host import HostConfig
     from ..adapters._server import Listener
+    from ..adapters.session_sockets import SessionSockets
 
 
 def register(subparsers: Any) -> None:
@@ -50,6 +55,7 @@ def register(subparsers: Any) -> None:
         "  codexcore serve --stdio\n"
         "  CODEXCORE_TOKEN=... codexcore serve --tcp 127.0.0.1:8765\n"
         "  codexcore serve --unix                 # $XDG_RUNTIME_DIR/codexcore/codexcore.sock\n"
+        "  codexcore serve --unix --session-sockets  # + $CODEXCORE_HOME/sockets/ID.sock\n"
         "  codexcore serve --tcp :8765 --tls-cert cert.pem --tls-key key.pem",
     )
     where = parser.add_argument_group("where to serve")
@@ -63,6 +69,14 @@ def register(subparsers: Any) -> None:
         nargs="?",
         const="",
         help="listen on a Unix socket (default $XDG_RUNTIME_DIR/codexcore/codexcore.sock)",
+    )
+    where.add_argument(
+        "--session-sockets",
+        metavar="DIR",
+        nargs="?",
+        const="",
+        help="give every session a control socket DIR/<session>.sock, JSON-RPC bound to "
+        "that session (default DIR $CODEXCORE_HOME/sockets; with --tcp or --unix)",
     )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", metavar="FILE", help="serve TLS on --tcp with this chain")
@@ -124,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
     _import_serving_code()
     imports_done()  # a server runs for long: the collector must run too
     if args.stdio:
-        if args.tcp or args.unix is not None:
-            _say("--stdio serves alone: drop --tcp and --unix")
+        if args.tcp or args.unix is not None or args.session_sockets is not None:
+            _say("--stdio serves alone: drop --tcp, --unix and --session-sockets")
             return 2
         # First thing: nothing may reach the protocol stream but protocol lines.
         from ..adapters.stdio import claim_stdio
@@ -253,6 +267,7 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
             unix = UnixServer(host, args.unix or None, dialects=dialects)
             listeners.append(unix)
             _say(f"listening on unix {await unix.start()}")
+        sockets = _session_sockets(args, host, dialects)
     except (OSError, ValueError) as exc:
         _say(f"cannot serve: {exc}")
         await shutdown(host, listeners, grace=1.0)
@@ -264,7 +279,28 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
     await stop.wait()
     _say("shutting down")
     await shutdown(host, listeners, grace=config.stuck_timeout)
+    if sockets is not None:
+        await sockets.aclose()
     return 0
+
+
+def _session_sockets(
+    args: argparse.Namespace, host: Any, dialects: Dialects
+) -> SessionSockets | None:
+    """With --session-sockets: every new session's control socket (the directory is
+    checked now, so a bad one stops the server before any session is made)."""
+    if args.session_sockets is None:
+        return None
+    from ..adapters.session_sockets import SessionSockets, default_directory
+    from ..adapters.unix import prepare_directory
+    from ..config import default_home
+
+    directory = Path(args.session_sockets or default_directory(default_home()))
+    prepare_directory(directory)
+    sockets = SessionSockets(host, directory, dialects.jsonrpc)
+    sockets.serve_all()
+    _say(f"session sockets in {directory}")
+    return sockets
 
 
 def _loopback(address: str) -> bool:
