@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -49,6 +50,15 @@ log = get_logger(__name__)
 
 Listener = Callable[[Event], Awaitable[None]]
 SERVER_ERROR = -32000
+
+_CURRENT_CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("codexcore_rpc_call")
+
+
+def current_call() -> Call:
+    """The call whose handler is running (its ``id`` as the peer wrote it, or
+    ``notification`` True); for a handler that must name its request, as seed
+    001's ``stream/chunk`` names the ``chat`` it streams. Only inside a handler."""
+    return _CURRENT_CALL.get()
 
 
 @attrs.frozen
@@ -223,6 +233,7 @@ async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
     method = ctx.methods.get(call.method)
     result: Any = None
     error: RpcError | None = None
+    token = _CURRENT_CALL.set(call)
     try:
         if method is None:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
@@ -234,6 +245,8 @@ async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
     except Exception:
         log.exception("method failed", method=call.method)
         error = _internal(call)
+    finally:
+        _CURRENT_CALL.reset(token)
     try:
         return machine.reply(call, result, error)
     except TypeError:
@@ -265,7 +278,9 @@ class RpcConnection:
         self.conduit = conduit
         self.lines = lines
         self.machine = RpcMachine(
-            max_pending=options.max_pending, require_initialize=require_initialize
+            max_pending=options.max_pending,
+            require_initialize=require_initialize,
+            exempt=options.methods.unbounded,
         )
         self.outbox = Outbox(host.config.send_buffer_bytes)
         self.ctx = RpcContext(

@@ -1,0 +1,276 @@
+"""Seed 001 on the JSON-RPC dialect: ``chat`` with its ``stream/chunk`` notifications, and ``exit``.
+
+Seed 001 is a desktop app driving a CLI child over stdio. Its methods map
+onto the engine as follows (``docs/jsonrpc.md``, "Seed 001", says the same for
+clients):
+
+=============  ================================================================
+seed 001       engine
+=============  ================================================================
+``chat``       one ``user_input`` Task on the connection's session; one at a
+               time per connection, in the order they came (a chat sent while
+               another runs waits its turn, and counts as pending meanwhile)
+stream/chunk   each ``agent_message_delta`` of that Task, in order, ``index``
+               from 0; ``"\\n\\n"`` between two agent messages; a last chunk
+               ``""`` with ``done: true`` once the Task has ended
+result         ``{message: task_complete.last_agent_message, suggestions: []}``
+errors         ``turn_aborted`` and ``error`` -> -32000 (-32603 for the
+               engine's ``internal``), after the ``done`` chunk
+approvals      the session's policy decides; what it would ask a user is
+               denied (the seed has no confirm request), the model is told why
+``exit``       queued chats are answered -32000, the running one is
+               interrupted, then the session is shut down (the stdio server
+               exits 0)
+=============  ================================================================
+
+``generate`` and ``customize`` (code generation from an API spec) have no
+counterpart in the engine: they stay unregistered, so they answer -32601 and
+``initialize`` reports ``codeGeneration`` and ``customization`` false.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import weakref
+from typing import Any
+
+import attrs
+
+from codexcore._logging import get_logger
+from codexcore.protocol import (
+    AgentMessage,
+    AgentMessageDelta,
+    ApplyPatchApprovalRequest,
+    ErrorEvent,
+    Event,
+    EventMsg,
+    ExecApproval,
+    ExecApprovalRequest,
+    Interrupt,
+    PatchApproval,
+    Submission,
+    TaskComplete,
+    TextInput,
+    TurnAborted,
+    UserInput,
+)
+
+from ._host import Attachment, NotAccepted
+from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Id, RpcError
+from ._jsonrpc_methods import MethodTable
+from ._jsonrpc_server import SERVER_ERROR, RpcContext, current_call
+
+log = get_logger(__name__)
+
+CHAT_FAILED = SERVER_ERROR
+"""A chat whose Task did not complete (seed 001's -32000, its generic failure code)."""
+
+NO_APPROVER = (
+    "nobody can approve this: the client (seed 001's chat) has no approval dialog, "
+    "and the approval policy asks for it"
+)
+"""The reason a denied approval carries: the model is told it, as a user's reason."""
+
+SEPARATOR = "\n\n"
+"""Streamed between two agent messages of one Task, so the chunks read as text."""
+
+
+@attrs.frozen
+class ChatParams:
+    """``chat``: ``{message, context?}``. ``context`` (the app's tab state) is accepted
+    and not given to the model: it describes the app's UI, of which the engine knows nothing."""
+
+    message: str
+    context: dict[str, Any] | None = None
+
+
+class _Chat:
+    """One chat's Task: its request id, its submission id, where its stream stands."""
+
+    __slots__ = ("between", "inbox", "index", "request_id", "streamed", "sub_id")
+
+    def __init__(self, request_id: Id, sub_id: str) -> None:
+        self.request_id = request_id
+        self.sub_id = sub_id
+        self.index = 0
+        self.streamed = False  # a delta of the current agent message was sent
+        self.between = False  # an agent message ended; a separator precedes the next text
+        self.inbox: asyncio.Queue[EventMsg] = asyncio.Queue()
+
+
+class Chats:
+    """A connection's chats: one Task at a time, in arrival order (``asyncio.Lock`` is FIFO,
+    and each call's task reaches the lock in the order the calls were read)."""
+
+    def __init__(self, ctx: RpcContext) -> None:
+        self.ctx = ctx
+        self.turn = asyncio.Lock()
+        self.current: _Chat | None = None
+        self.attachment: Attachment | None = None
+        self.exiting = False
+        self.active = 0  # chats inside their handler, queued or running
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self._ids = itertools.count(1)
+
+    async def run(self, request_id: Id, message: str) -> dict[str, Any]:
+        self.active += 1
+        self.idle.clear()
+        try:
+            async with self.turn:
+                self._refuse_if_exiting()
+                attachment = await self._session()
+                self._refuse_if_exiting()  # exit may have come while the session was made
+                chat = _Chat(request_id, f"chat-{next(self._ids)}")
+                self.current = chat
+                try:
+                    return await self._task(chat, attachment, message)
+                finally:
+                    if self.current is chat:
+                        self.current = None
+        finally:
+            self.active -= 1
+            if not self.active:
+                self.idle.set()
+
+    def _refuse_if_exiting(self) -> None:
+        if self.exiting:
+            raise RpcError(
+                CHAT_FAILED, "the server is exiting: this chat was not run", {"code": "exiting"}
+            )
+
+    async def _session(self) -> Attachment:
+        if self.attachment is None:
+            self.attachment = await self.ctx.session()
+            self.ctx.on_event(self.listen)
+        return self.attachment
+
+    async def _task(self, chat: _Chat, attachment: Attachment, message: str) -> dict[str, Any]:
+        await self._submit(attachment, chat.sub_id, UserInput((TextInput(message),)))
+        while True:
+            msg = await chat.inbox.get()
+            if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+                await self._deny(attachment, chat, msg)
+                continue
+            return _answer(msg)
+
+    async def _deny(
+        self,
+        attachment: Attachment,
+        chat: _Chat,
+        request: ExecApprovalRequest | ApplyPatchApprovalRequest,
+    ) -> None:
+        log.info("approval denied: no one to ask", call=request.call_id, dialect="seed 001")
+        op = (
+            ExecApproval(request.call_id, "denied", NO_APPROVER)
+            if isinstance(request, ExecApprovalRequest)
+            else PatchApproval(request.call_id, "denied", NO_APPROVER)
+        )
+        await self._submit(attachment, f"{chat.sub_id}-deny-{request.call_id}", op)
+
+    @staticmethod
+    async def _submit(attachment: Attachment, sub_id: str, op: Any) -> None:
+        try:
+            await attachment.submit(Submission(sub_id, op))
+        except NotAccepted as exc:
+            error = RpcError(CHAT_FAILED, f"the chat failed: {exc.message}", {"code": exc.code})
+            raise error from None
+
+    async def listen(self, event: Event) -> None:
+        """The session's events: the running chat's are streamed and answered."""
+        chat = self.current
+        if chat is None or event.id != chat.sub_id:
+            return
+        msg = event.msg
+        if isinstance(msg, AgentMessageDelta):
+            await self._text(chat, msg.delta)
+            chat.streamed = True
+        elif isinstance(msg, AgentMessage):
+            if not chat.streamed:  # a message that came whole, without deltas
+                await self._text(chat, msg.message)
+            chat.streamed, chat.between = False, True
+        elif isinstance(msg, TaskComplete | TurnAborted | ErrorEvent):
+            self.current = None  # nothing more of this Task is streamed
+            await self._chunk(chat, "", done=True)
+            chat.inbox.put_nowait(msg)
+        elif isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+            chat.inbox.put_nowait(msg)
+
+    async def _text(self, chat: _Chat, text: str) -> None:
+        if not text:
+            return
+        if chat.between:
+            chat.between = False
+            await self._chunk(chat, SEPARATOR, done=False)
+        await self._chunk(chat, text, done=False)
+
+    async def _chunk(self, chat: _Chat, text: str, *, done: bool) -> None:
+        index = chat.index
+        chat.index = index + 1
+        params = {"requestId": chat.request_id, "chunk": text, "done": done, "index": index}
+        await self.ctx.notify("stream/chunk", params)
+
+    async def exit(self) -> None:
+        """Answer every chat (queued: refused; running: interrupted), then end the session."""
+        self.exiting = True
+        chat, attachment = self.current, self.attachment
+        if chat is not None and attachment is not None:
+            await self._submit(attachment, f"{chat.sub_id}-exit", Interrupt())
+        await self.idle.wait()
+        attachment = self.attachment  # a chat may have made the session meanwhile
+        if attachment is None:
+            log.info("exit: no session to shut down", dialect="seed 001")
+            self.ctx.over.set()
+        else:
+            log.info("exit: shutting the session down", session=attachment.session_id)
+            self.ctx.host.end_session(attachment.session_id)
+
+
+def _answer(msg: EventMsg) -> dict[str, Any]:
+    """The chat's result, from its Task's terminal event; raises its error."""
+    if isinstance(msg, TaskComplete):
+        return {"message": msg.last_agent_message or "", "suggestions": []}
+    if isinstance(msg, TurnAborted):
+        raise RpcError(
+            CHAT_FAILED,
+            f"the chat was aborted ({msg.reason})",
+            {"code": "aborted", "reason": msg.reason},
+        )
+    assert isinstance(msg, ErrorEvent)
+    if msg.code == "internal":
+        log.error("chat failed inside the engine", error=msg.message)
+        raise RpcError(INTERNAL_ERROR, "Internal error in chat", {"code": msg.code})
+    raise RpcError(CHAT_FAILED, f"the chat failed: {msg.message}", {"code": msg.code})
+
+
+_CHATS: weakref.WeakKeyDictionary[RpcContext, Chats] = weakref.WeakKeyDictionary()
+
+
+def _chats(ctx: RpcContext) -> Chats:
+    chats = _CHATS.get(ctx)
+    if chats is None:
+        chats = _CHATS[ctx] = Chats(ctx)
+    return chats
+
+
+async def chat(ctx: RpcContext, params: ChatParams) -> dict[str, Any]:
+    """Seed 001's ``chat``: one Task; its text streamed as ``stream/chunk``; then the result."""
+    call = current_call()
+    if call.notification:
+        raise RpcError(
+            INVALID_REQUEST, "Invalid Request: chat needs an id (its answer is a response)"
+        )
+    return await _chats(ctx).run(call.id, params.message)
+
+
+async def exit_(ctx: RpcContext, params: dict[str, Any]) -> None:
+    """Seed 001's ``exit`` notification. Sent as a request, it is answered ``null``
+    once the chats are answered, as the session's shutdown begins."""
+    await _chats(ctx).exit()
+
+
+def register(table: MethodTable) -> None:
+    """Add seed 001's methods to ``table``."""
+    table.add("chat", chat, ChatParams)
+    table.add("exit", exit_, dict, bounded=False)
