@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import weakref
 from typing import Any
 
 import attrs
+import orjson
 
 from codexcore._logging import get_logger
 from codexcore.protocol import (
@@ -54,6 +56,7 @@ from codexcore.protocol import (
     TextInput,
     TurnAborted,
     UserInput,
+    decode_event,
 )
 
 from ._host import Attachment, NotAccepted
@@ -72,6 +75,19 @@ NO_APPROVER = (
 )
 """The reason a denied approval carries: the model is told it, as a user's reason."""
 
+_WANTED = frozenset(
+    msg.TYPE
+    for msg in (
+        AgentMessage,
+        TaskComplete,
+        TurnAborted,
+        ErrorEvent,
+        ExecApprovalRequest,
+        ApplyPatchApprovalRequest,
+    )
+)
+"""The events of a chat's Task that matter to it, besides its deltas."""
+
 SEPARATOR = "\n\n"
 """Streamed between two agent messages of one Task, so the chunks read as text."""
 
@@ -85,10 +101,41 @@ class ChatParams:
     context: dict[str, Any] | None = None
 
 
-class _Chat:
-    """One chat's Task: its request id, its submission id, where its stream stands."""
+def _json(value: Any) -> bytes:
+    """``value`` as JSON (an id beyond 64 bits too, digit for digit)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False).encode()
 
-    __slots__ = ("between", "inbox", "index", "request_id", "streamed", "sub_id")
+
+_DELTA_LAYOUT = [f.name for f in attrs.fields(Event)] == ["id", "seq", "msg"] and [
+    f.name for f in attrs.fields(AgentMessageDelta)
+] == ["delta"]
+"""Whether a delta event's encoding ends with its text (``..."delta":"TEXT"}}``), which
+:meth:`_Chat.take_deltas` reads without parsing. It holds while the envelope's last field
+is ``msg`` and a delta's only field is ``delta``; if it ever fails, deltas are parsed."""
+
+_DELTA_MIDDLE = b',"msg":{"type":"' + AgentMessageDelta.TYPE.encode() + b'","delta":'
+_SEPARATOR_JSON = _json(SEPARATOR)
+_NOT_DONE = b',"done":false,"index":%d}}\n'
+_DONE = b',"done":true,"index":%d}}\n'
+
+
+class _Chat:
+    """One chat's Task: its request id, its submission id, where its stream stands, and
+    its ``stream/chunk`` lines, encoded (a chat of many deltas spends its time here)."""
+
+    __slots__ = (
+        "between",
+        "event_head",
+        "inbox",
+        "index",
+        "line_head",
+        "request_id",
+        "streamed",
+        "sub_id",
+    )
 
     def __init__(self, request_id: Id, sub_id: str) -> None:
         self.request_id = request_id
@@ -97,6 +144,62 @@ class _Chat:
         self.streamed = False  # a delta of the current agent message was sent
         self.between = False  # an agent message ended; a separator precedes the next text
         self.inbox: asyncio.Queue[EventMsg] = asyncio.Queue()
+        self.event_head = b'{"id":' + _json(sub_id) + b',"seq":'
+        params = b'"params":{"requestId":' + _json(request_id) + b',"chunk":'
+        self.line_head = b'{"jsonrpc":"2.0","method":"stream/chunk",' + params
+
+    def take_deltas(self, batch: list[bytes], start: int, into: list[bytes]) -> int:
+        """Add the chunks of the run of this Task's ``agent_message_delta`` events at
+        ``batch[start:]`` to ``into``; the index of the first event after the run.
+
+        The hot path of a chat, so nothing is parsed or built: each delta's text is
+        cut, as a JSON string, from its event's encoding (``..."delta":"TEXT"}}``,
+        see :data:`_DELTA_LAYOUT`) and put into the chunk's line as it is.
+        """
+        if not _DELTA_LAYOUT:
+            return start
+        head, line_head = self.event_head, self.line_head
+        after_head, after_middle = len(head), len(_DELTA_MIDDLE)
+        index = self.index
+        end = len(batch)
+        at = start
+        while at < end:
+            data = batch[at]
+            if not data.startswith(head):
+                break
+            middle = data.find(_DELTA_MIDDLE, after_head)
+            if middle < 0 or not data[after_head:middle].isdigit():
+                break
+            at += 1
+            text = data[middle + after_middle : -2]
+            if text == b'""':
+                continue
+            if self.between:
+                self.between = False
+                into.append(line_head + _SEPARATOR_JSON + _NOT_DONE % index)
+                index += 1
+            into.append(line_head + text + _NOT_DONE % index)
+            index += 1
+        if at > start:
+            self.streamed = True
+        self.index = index
+        return at
+
+    def lines(self, text: bytes, into: list[bytes]) -> None:
+        """Add the chunk of ``text`` (a JSON string) to ``into``: after a separator when an
+        agent message ended before it; nothing for an empty text."""
+        if text == b'""':
+            return
+        if self.between:
+            self.between = False
+            into.append(self.line(_SEPARATOR_JSON))
+        into.append(self.line(text))
+
+    def line(self, text: bytes, *, done: bool = False) -> bytes:
+        """The next ``stream/chunk`` notification (``index`` counts from 0, without gaps)."""
+        index = self.index
+        self.index = index + 1
+        return self.line_head + text + (_DONE if done else _NOT_DONE) % index
 
 
 class Chats:
@@ -143,7 +246,7 @@ class Chats:
     async def _session(self) -> Attachment:
         if self.attachment is None:
             self.attachment = await self.ctx.session()
-            self.ctx.on_event(self.listen)
+            self.ctx.on_raw_events(self.listen)
         return self.attachment
 
     async def _task(self, chat: _Chat, attachment: Attachment, message: str) -> dict[str, Any]:
@@ -177,39 +280,44 @@ class Chats:
             error = RpcError(CHAT_FAILED, f"the chat failed: {exc.message}", {"code": exc.code})
             raise error from None
 
-    async def listen(self, event: Event) -> None:
-        """The session's events: the running chat's are streamed and answered."""
+    async def listen(self, batch: list[bytes]) -> None:
+        """A batch of the session's events (encoded): the running chat's are streamed
+        (its deltas as one write) and answered."""
         chat = self.current
-        if chat is None or event.id != chat.sub_id:
-            return
-        msg = event.msg
-        if isinstance(msg, AgentMessageDelta):
-            await self._text(chat, msg.delta)
-            chat.streamed = True
-        elif isinstance(msg, AgentMessage):
+        lines: list[bytes] = []
+        at = 0
+        while chat is not None and at < len(batch):
+            at = chat.take_deltas(batch, at, lines)
+            if at == len(batch):
+                break
+            raw = orjson.loads(batch[at])
+            at += 1
+            if raw["id"] != chat.sub_id:
+                continue
+            kind = raw["msg"]["type"]
+            if kind == AgentMessageDelta.TYPE:  # encoded otherwise than take_deltas knows
+                chat.streamed = True
+                chat.lines(_json(raw["msg"]["delta"]), lines)
+            elif kind in _WANTED:
+                await self.ctx.send_lines(lines)  # in order, before what it brings
+                lines = []
+                await self._event(chat, decode_event(raw).msg)
+                chat = self.current
+        await self.ctx.send_lines(lines)
+
+    async def _event(self, chat: _Chat, msg: EventMsg) -> None:
+        if isinstance(msg, AgentMessage):
+            lines: list[bytes] = []
             if not chat.streamed:  # a message that came whole, without deltas
-                await self._text(chat, msg.message)
+                chat.lines(_json(msg.message), lines)
             chat.streamed, chat.between = False, True
+            await self.ctx.send_lines(lines)
         elif isinstance(msg, TaskComplete | TurnAborted | ErrorEvent):
             self.current = None  # nothing more of this Task is streamed
-            await self._chunk(chat, "", done=True)
+            await self.ctx.send_lines([chat.line(b'""', done=True)])  # before the answer
             chat.inbox.put_nowait(msg)
-        elif isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+        else:  # an approval request
             chat.inbox.put_nowait(msg)
-
-    async def _text(self, chat: _Chat, text: str) -> None:
-        if not text:
-            return
-        if chat.between:
-            chat.between = False
-            await self._chunk(chat, SEPARATOR, done=False)
-        await self._chunk(chat, text, done=False)
-
-    async def _chunk(self, chat: _Chat, text: str, *, done: bool) -> None:
-        index = chat.index
-        chat.index = index + 1
-        params = {"requestId": chat.request_id, "chunk": text, "done": done, "index": index}
-        await self.ctx.notify("stream/chunk", params)
 
     async def exit(self) -> None:
         """Answer every chat (queued: refused; running: interrupted), then end the session."""

@@ -9,6 +9,7 @@ notifications, the bounded request queue (-32004), and the ``exit`` notification
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -18,7 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from codexcore.adapters._seed001 import NO_APPROVER, SEPARATOR
+from codexcore.adapters._seed001 import NO_APPROVER, SEPARATOR, _Chat
+from codexcore.protocol import AgentMessageDelta, Event, TaskComplete, encode_event
 from codexcore.testing import (
     ScriptedModel,
     ScriptedResponse,
@@ -311,3 +313,39 @@ async def test_exit_before_any_chat_ends_the_server(tmp_path: Path) -> None:
         assert await ui.recv() == {"jsonrpc": "2.0", "id": 2, "result": None}
         await exits_cleanly(ui)
         assert model.requests == []
+
+
+# --- the encoded fast path ------------------------------------------------------------------
+
+TRICKY = ["plain ", 'a "quoted" word', "back\\slash\\", '"delta":"x"}}', "é 漢 🙂", "a\nb", ""]
+
+
+@pytest.mark.parametrize("rid", [4, "tab-1/7", 2**70, 1.5])
+def test_chunks_cut_from_encoded_deltas_equal_what_a_parser_reads(rid: Any) -> None:
+    chat_ = _Chat(rid, "chat-1")
+    batch = [
+        encode_event(Event("chat-1", 100 + n, AgentMessageDelta(text)))
+        for n, text in enumerate(TRICKY)
+    ]
+    batch.append(encode_event(Event("chat-1", 200, TaskComplete())))
+    lines: list[bytes] = []
+    assert chat_.take_deltas(batch, 0, lines) == len(TRICKY)  # stops at the terminal event
+    sent = [json.loads(line) for line in lines]  # json: exact for big ids
+    assert [m["params"] for m in sent] == [
+        {"requestId": rid, "chunk": text, "done": False, "index": n}
+        for n, text in enumerate(t for t in TRICKY if t)
+    ]
+    assert all(line.endswith(b"}\n") and line.count(b"\n") == 1 for line in lines)
+    assert {m["method"] for m in sent} == {"stream/chunk"}
+
+
+def test_another_tasks_deltas_and_the_separator() -> None:
+    chat_ = _Chat(4, "chat-1")
+    other = encode_event(Event("chat-10", 1, AgentMessageDelta("not mine")))
+    lines: list[bytes] = []
+    assert chat_.take_deltas([other], 0, lines) == 0
+    chat_.between = True  # an agent message ended before this delta
+    mine = encode_event(Event("chat-1", 2, AgentMessageDelta("next")))
+    assert chat_.take_deltas([mine], 0, lines) == 1
+    assert [json.loads(line)["params"]["chunk"] for line in lines] == [SEPARATOR, "next"]
+    assert chat_.line(b'""', done=True).endswith(b'"chunk":"","done":true,"index":2}}\n')
