@@ -39,6 +39,7 @@ from _adapters_procs import PY, LineConn, Proc, Procs, server_env, submission, u
 from _common import Table, fmt_rate, fmt_ratio, header, paired_ratio, parse_args, verdict
 
 GOAL = 0.8
+NATIVE_PROCS = (("native", "host"), ("native bare", "bare"))
 CHUNK = 64 * 1024
 
 
@@ -46,9 +47,10 @@ CHUNK = 64 * 1024
 
 
 def chunk_lines(rid: int, n: int) -> Iterator[bytes]:
-    """What the dialect writes for a chat of ``n`` deltas: ``n`` chunks, the done one, the answer."""
+    """What the dialect writes for a chat of ``n`` deltas: n chunks, the done one, the answer."""
     for index in range(n):
-        params = {"requestId": rid, "chunk": f"tok{index % 1000:03d} ", "done": False, "index": index}
+        text = f"tok{index % 1000:03d} "
+        params = {"requestId": rid, "chunk": text, "done": False, "index": index}
         yield orjson.dumps({"jsonrpc": "2.0", "method": "stream/chunk", "params": params})
     params = {"requestId": rid, "chunk": "", "done": True, "index": n}
     yield orjson.dumps({"jsonrpc": "2.0", "method": "stream/chunk", "params": params})
@@ -165,7 +167,10 @@ class Peer:
                 line += b"\n"
             return line, lambda: read_chat(self.conn, rid, n)
         sub_id = f"r{rid}"
-        line = f"emit {n} {sub_id}\n".encode() if self.bare else user_input(sub_id, f"bench-emit {n}")
+        if self.bare:
+            line = f"emit {n} {sub_id}\n".encode()
+        else:
+            line = user_input(sub_id, f"bench-emit {n}")
 
         def read() -> int:
             got = self.conn.events("task_complete")
@@ -198,9 +203,10 @@ def main() -> None:
     rounds = 2 if args.quick else 5
     header("bench_jsonrpc", args.quick, f"N = {n:,} deltas a run, {rounds} rounds")
     with tempfile.TemporaryDirectory() as home, Procs(home, home) as procs:
+        native, native_bare = (procs.helper(name, mode, stdio=True) for name, mode in NATIVE_PROCS)
         peers = {
-            "native": Peer(procs.helper("native", "host", stdio=True), "native", bare=False),
-            "native bare": Peer(procs.helper("native bare", "bare", stdio=True), "native", bare=True),
+            "native": Peer(native, "native", bare=False),
+            "native bare": Peer(native_bare, "native", bare=True),
             "jsonrpc": Peer(procs.helper("jsonrpc", "host", stdio=True), "jsonrpc", bare=False),
             "jsonrpc bare": Peer(
                 procs.spawn(
