@@ -207,7 +207,8 @@ class Chats:
     and each call's task reaches the lock in the order the calls were read)."""
 
     def __init__(self, ctx: RpcContext) -> None:
-        self.ctx = ctx
+        # Weak: the connection's table of chats (_CHATS) must not keep its context alive.
+        self._ctx = weakref.ref(ctx)
         self.turn = asyncio.Lock()
         self.current: _Chat | None = None
         self.attachment: Attachment | None = None
@@ -216,6 +217,13 @@ class Chats:
         self.idle = asyncio.Event()
         self.idle.set()
         self._ids = itertools.count(1)
+
+    @property
+    def ctx(self) -> RpcContext:
+        ctx = self._ctx()
+        if ctx is None:  # only a handler or a listener asks, and their connection holds it
+            raise RuntimeError("the connection of these chats is gone")
+        return ctx
 
     async def run(self, request_id: Id, message: str) -> dict[str, Any]:
         self.active += 1

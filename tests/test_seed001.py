@@ -9,17 +9,21 @@ notifications, the bounded request queue (-32004), and the ``exit`` notification
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
 
-from codexcore.adapters._seed001 import NO_APPROVER, SEPARATOR, _Chat
+from codexcore.adapters._jsonrpc import RpcMachine
+from codexcore.adapters._jsonrpc_methods import standard_methods
+from codexcore.adapters._jsonrpc_server import Outbox, RpcContext
+from codexcore.adapters._seed001 import _CHATS, NO_APPROVER, SEPARATOR, _Chat, _chats
 from codexcore.protocol import AgentMessageDelta, Event, TaskComplete, encode_event
 from codexcore.testing import (
     ScriptedModel,
@@ -349,3 +353,20 @@ def test_another_tasks_deltas_and_the_separator() -> None:
     assert chat_.take_deltas([mine], 0, lines) == 1
     assert [json.loads(line)["params"]["chunk"] for line in lines] == [SEPARATOR, "next"]
     assert chat_.line(b'""', done=True).endswith(b'"chunk":"","done":true,"index":2}}\n')
+
+
+def test_a_connections_chats_go_with_it() -> None:
+    ctx = RpcContext(
+        cast(Any, None),
+        RpcMachine(),
+        Outbox(1024),
+        standard_methods(),
+        require_token=False,
+        lossless=True,
+    )
+    chats = _chats(ctx)
+    assert chats.ctx is ctx
+    assert _chats(ctx) is chats  # one per connection
+    del ctx, chats
+    gc.collect()
+    assert len(_CHATS) == 0
