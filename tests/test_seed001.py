@@ -35,7 +35,7 @@ from codexcore.testing import (
 )
 
 from .fault_helpers import held_command, kill_marked, marked_processes, new_marker, wait_no_orphans
-from .server_helpers import PY, StdioServer
+from .server_helpers import PY, ServerProcess, StdioServer, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -370,3 +370,28 @@ def test_a_connections_chats_go_with_it() -> None:
     del ctx, chats
     gc.collect()
     assert len(_CHATS) == 0
+
+
+async def test_chat_and_exit_over_a_unix_socket(tmp_path: Path) -> None:
+    """The same dialect on a socket: exit ends this client's session and connection; the
+    server goes on serving others."""
+    model = ScriptedModel([text_response(ANSWER), text_response("again")])
+    async with ScriptedResponsesServer(model) as http:
+        path = tmp_path / "s.sock"
+        env = server_env(http.base_url)  # no token: the peer's uid admits it
+        server = await ServerProcess.start(http.base_url, tmp_path, tcp=False, unix=path, env=env)
+        try:
+            for round_ in (1, 2):
+                ui = await server.client(unix=True)
+                await ui.send(INITIALIZE, CHAT)
+                assert (await ui.recv() or {})["result"]["capabilities"]["streaming"] is True
+                chunks = []
+                while "id" not in (message := await ui.recv() or {}):
+                    chunks.append(message["params"])
+                assert message["result"]["message"] == (ANSWER if round_ == 1 else "again")
+                assert [c["index"] for c in chunks] == list(range(len(chunks)))
+                await ui.send(EXIT)
+                assert await ui.recv() is None, f"round {round_}: the connection stayed open"
+            assert await server.stop() == 0, server.context()
+        finally:
+            await server.kill()
