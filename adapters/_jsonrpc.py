@@ -15,7 +15,8 @@ tested by pairing two machines, or a machine and plain bytes, with no network:
   nothing when all were notifications; an empty batch is one -32600;
 - ids (numbers or strings) are echoed exactly; a frame whose id cannot be
   read is answered with id ``null``;
-- the peer's requests in flight are bounded (``max_pending``): beyond, -32004;
+- the peer's requests in flight are bounded (``max_pending``): beyond, -32004,
+  except for the methods named ``exempt`` (``exit``: a client can always end);
 - our own requests get string ids (the Codelia TUI only takes strings); a
   response naming an id we never sent, or no longer wait for, is ignored.
 """
@@ -238,13 +239,21 @@ class RpcMachine:
     ``require_initialize``: nothing but an ``initialize`` request is accepted
     until :meth:`initialized` is called; anything else is answered with an
     error and :class:`Close` (the TCP rule). ``max_pending`` bounds the
-    peer's calls in flight (requests and notifications not yet replied to).
+    peer's calls in flight (requests and notifications not yet replied to);
+    calls of the ``exempt`` methods are admitted beyond it (they still count).
     """
 
-    def __init__(self, *, max_pending: int = 100, require_initialize: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        max_pending: int = 100,
+        require_initialize: bool = False,
+        exempt: frozenset[str] = frozenset(),
+    ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be positive, not {max_pending!r}")
         self.max_pending = max_pending
+        self.exempt = exempt
         self.ready = not require_initialize
         self.pending = 0
         self.awaiting: dict[str, str] = {}  # our request ids -> their methods
@@ -325,7 +334,7 @@ class RpcMachine:
 
     def _full(self, call: Call) -> RpcError | None:
         """The -32004 error when ``call`` would exceed the bound on calls in flight."""
-        if self.pending < self.max_pending:
+        if self.pending < self.max_pending or call.method in self.exempt:
             return None
         return RpcError(
             TOO_MANY_REQUESTS,

@@ -104,17 +104,27 @@ class MethodTable:
     def __init__(self) -> None:
         self._methods: dict[str, Method[Any]] = {}
         self._features: set[str] = set()
+        self._unbounded: set[str] = set()
 
-    def add(self, name: str, handler: Handler[P], params: type[P]) -> None:
+    def add(self, name: str, handler: Handler[P], params: type[P], *, bounded: bool = True) -> None:
         """Register ``handler(ctx, params)``; its result is the response's ``result``.
 
         ``params`` is an attrs class (decoded by :func:`decode_params`) or
         ``dict`` for the raw object. The handler raises :class:`RpcError` to
-        answer with an error; any other exception is -32603.
+        answer with an error; any other exception is -32603. ``bounded``
+        False admits the method's calls beyond the connection's bound on calls
+        in flight (for a method that must always get through, as ``exit``).
         """
         if name in self._methods:
             raise ValueError(f"method {name!r} is already registered")
         self._methods[name] = Method(name, handler, params)
+        if not bounded:
+            self._unbounded.add(name)
+
+    @property
+    def unbounded(self) -> frozenset[str]:
+        """The methods registered with ``bounded=False``."""
+        return frozenset(self._unbounded)
 
     def provide(self, feature: str) -> None:
         """Announce one of :data:`SERVER_FEATURES` (its implementation is registered)."""
@@ -282,7 +292,10 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
 
 def standard_methods() -> MethodTable:
     """The table every JSON-RPC connection is served with."""
+    from ._seed001 import register as seed001  # imported here: it needs the server module
+
     table = MethodTable()
     table.add("initialize", initialize, dict)
     add_control_methods(table)
+    seed001(table)
     return table

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -48,7 +49,17 @@ from ._native import Conduit, Lines, send_and_close
 log = get_logger(__name__)
 
 Listener = Callable[[Event], Awaitable[None]]
+RawListener = Callable[[list[bytes]], Awaitable[None]]
 SERVER_ERROR = -32000
+
+_CURRENT_CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("codexcore_rpc_call")
+
+
+def current_call() -> Call:
+    """The call whose handler is running (its ``id`` as the peer wrote it, or
+    ``notification`` True); for a handler that must name its request, as seed
+    001's ``stream/chunk`` names the ``chat`` it streams. Only inside a handler."""
+    return _CURRENT_CALL.get()
 
 
 @attrs.frozen
@@ -136,6 +147,7 @@ class RpcContext:
         self._lossless = lossless
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._listeners: list[Listener] = []
+        self._raw_listeners: list[RawListener] = []
         self._lock = asyncio.Lock()
         self._ended = False
         self.over = asyncio.Event()  # set when the connection must end
@@ -177,9 +189,27 @@ class RpcContext:
         """Call ``listener`` with each of the session's events, in order (it may wait)."""
         self._listeners.append(listener)
 
+    def on_raw_events(self, listener: RawListener) -> None:
+        """Call ``listener`` with the session's events as their JSON encoding (the native
+        wire's lines, without the newline), a batch at a time, in order (it may wait).
+
+        For a listener on the hot path (every delta): it skips building each
+        typed :class:`~codexcore.protocol.Event` (``decode_event`` of the bytes
+        gives it), which costs several times the JSON parse, and can answer a
+        batch with one :meth:`notify_many` or :meth:`send_lines`. Raw listeners
+        see a batch before the typed ones see its events.
+        """
+        self._raw_listeners.append(listener)
+
     async def notify(self, method: str, params: Any) -> None:
         """Send a notification (waits while the outbox is full)."""
         await self._outbox.put(notification(method, params))
+
+    async def send_lines(self, lines: list[bytes]) -> None:
+        """Send already encoded messages (each a JSON object and its newline), in order,
+        as one write (waits while the outbox is full)."""
+        if lines:
+            await self._outbox.put(b"".join(lines))
 
     async def request(self, method: str, params: Any) -> Any:
         """Send a request to the peer and wait for its result.
@@ -221,13 +251,18 @@ class RpcContext:
     async def _follow(self, attachment: Attachment) -> None:
         try:
             while frames := await attachment.take():
-                for frame in frames:
-                    if not isinstance(frame, Out):
-                        log.info("session notice", notice=type(frame).__name__)
-                        continue
-                    event = decode_event(frame.data)
-                    for listener in self._listeners:
-                        await listener(event)
+                events = [frame.data for frame in frames if isinstance(frame, Out)]
+                if len(events) < len(frames):
+                    for frame in frames:
+                        if not isinstance(frame, Out):
+                            log.info("session notice", notice=type(frame).__name__)
+                for raw_listener in self._raw_listeners:
+                    await raw_listener(events)
+                if self._listeners:
+                    for data in events:
+                        event = decode_event(data)
+                        for listener in self._listeners:
+                            await listener(event)
         finally:
             self.over.set()  # the session is over, and with it this connection
 
@@ -237,6 +272,7 @@ async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
     method = ctx.methods.get(call.method)
     result: Any = None
     error: RpcError | None = None
+    token = _CURRENT_CALL.set(call)
     try:
         if method is None:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
@@ -248,6 +284,8 @@ async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
     except Exception:
         log.exception("method failed", method=call.method)
         error = _internal(call)
+    finally:
+        _CURRENT_CALL.reset(token)
     try:
         return machine.reply(call, result, error)
     except TypeError:
@@ -279,7 +317,9 @@ class RpcConnection:
         self.conduit = conduit
         self.lines = lines
         self.machine = RpcMachine(
-            max_pending=options.max_pending, require_initialize=require_initialize
+            max_pending=options.max_pending,
+            require_initialize=require_initialize,
+            exempt=options.methods.unbounded,
         )
         self.outbox = Outbox(host.config.send_buffer_bytes)
         self.ctx = RpcContext(

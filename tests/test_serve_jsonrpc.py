@@ -112,7 +112,7 @@ async def test_seed_000_initialize_and_run_start_as_written(tmp_path: Path) -> N
 
 async def test_seed_001_initialize_as_written(tmp_path: Path) -> None:
     async with stdio(tmp_path) as ui:
-        await ui.send(SEED_001_INITIALIZE, req(4, "chat", message="What formats?"))
+        await ui.send(SEED_001_INITIALIZE, req(2, "generate", format="react"))
         assert await answer(ui) == {
             "jsonrpc": "2.0",
             "id": 1,
@@ -122,11 +122,11 @@ async def test_seed_001_initialize_as_written(tmp_path: Path) -> None:
                 "capabilities": {
                     "codeGeneration": False,
                     "customization": False,
-                    "streaming": False,
+                    "streaming": True,  # chat streams (tests/test_seed001.py)
                 },
             },
         }
-        assert await answer(ui) == not_found(4, "chat")
+        assert await answer(ui) == not_found(2, "generate")
         await finish(ui)
 
 
@@ -211,7 +211,8 @@ async def test_every_seed_method_not_yet_registered_answers_32601_naming_it(
     methods = sorted({m for names in SEED_METHODS.values() for m in names} - registered)
     assert "run.start" in methods
     assert "set_interactive_mode" in methods
-    assert "chat" in methods
+    assert "generate" in methods
+    assert "customize" in methods
     async with stdio(tmp_path) as ui:
         await ui.send(*(req(n, method) for n, method in enumerate(methods)))
         got = [await answer(ui) for _ in methods]
