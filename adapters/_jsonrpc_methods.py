@@ -283,4 +283,7 @@ def standard_methods() -> MethodTable:
     """The table every JSON-RPC connection is served with."""
     table = MethodTable()
     table.add("initialize", initialize, dict)
+    from . import _codelia  # here: it builds on this module
+
+    _codelia.register(table)  # seed 000: run.start, run.cancel, model.list, model.set
     return table
