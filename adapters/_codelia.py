@@ -43,6 +43,7 @@ from codexcore.protocol import (
     ResumeSession,
     ReviewDecision,
     SessionConfigured,
+    ShutdownComplete,
     Submission,
     TaskComplete,
     TextInput,
@@ -174,11 +175,22 @@ class Codelia:
                 waiter.set_result(event)
         if isinstance(msg, WarningEvent):
             log.warning("engine warning", message=msg.message)
+        if isinstance(msg, ShutdownComplete):
+            await self.session_over()
         run = self.runs.get(event.id)
         if run is None or run.finished:
             return
         await run.gate.wait()
         await self.deliver(run, event)
+
+    async def session_over(self) -> None:
+        """The session ended: a run whose Task never started (its input was still queued)
+        gets its terminal status here, as every run must."""
+        for run in list(self.runs.values()):
+            if not run.finished:
+                await run.gate.wait()
+                async with run.lock:
+                    await self.finish(run, "cancelled", "the session ended")
 
     async def deliver(self, run: Run, event: Event) -> None:
         msg = event.msg

@@ -179,7 +179,8 @@ async def test_a_command_confirmed_in_codelias_order(tmp_path: Path) -> None:
         assert confirm["params"]["run_id"] == run_id
         assert confirm["params"]["title"] == "Run command?"
         assert confirm["params"]["message"].startswith("touch made")
-        assert confirm["params"]["allow_remember"] and confirm["params"]["allow_reason"]
+        assert confirm["params"]["allow_remember"]
+        assert confirm["params"]["allow_reason"]
         assert not (tmp_path / "made").exists()
         await ui.server.send(
             {
@@ -214,7 +215,8 @@ async def test_a_command_confirmed_in_codelias_order(tmp_path: Path) -> None:
         ]
         assert order[-2:] == ["final", "completed"]
         call = next(e["event"] for e in ui.events(run_id) if e["event"]["type"] == "tool_call")
-        assert call["tool"] == "shell" and call["args"]["command"] == "touch made"
+        assert call["tool"] == "shell"
+        assert call["args"]["command"] == "touch made"
         result = next(e["event"] for e in ui.events(run_id) if e["event"]["type"] == "tool_result")
         assert (result["tool_call_id"], result["is_error"]) == ("c1", False)
         await finish(ui)
@@ -240,7 +242,8 @@ async def test_a_denial_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
         assert not (tmp_path / "nope").exists()
         check_run(ui, run_id)
         result = next(e["event"] for e in ui.events(run_id) if e["event"]["type"] == "tool_result")
-        assert result["is_error"] and "not that file" in result["result"]
+        assert result["is_error"]
+        assert "not that file" in result["result"]
         outputs = [
             i for i in http.model.requests[1]["input"] if i.get("type") == "function_call_output"
         ]
@@ -308,7 +311,8 @@ async def test_a_second_run_start_while_one_runs_is_busy(tmp_path: Path) -> None
         run_id = (await ui.answer("2"))["result"]["run_id"]
         await ui.server.send(req("3", "run.start", input={"type": "text", "text": "again"}))
         error = (await ui.answer("3"))["error"]
-        assert error["code"] == -32001 and run_id in error["message"]
+        assert error["code"] == -32001
+        assert run_id in error["message"]
         await ui.server.send(req("4", "run.cancel", run_id=run_id))
         assert (await ui.answer("4"))["result"]["status"] == "cancelled"
         check_run(ui, run_id)
@@ -342,8 +346,10 @@ async def test_model_list_and_model_set(tmp_path: Path) -> None:
             tui_initialize(**TUI_CAPABILITIES), req("2", "model.list", include_details=False)
         )
         listed = (await ui.answer("2"))["result"]
-        assert listed["provider"] == "openai" and listed["current"] == "gpt-5-codex"
-        assert listed["models"][0] == "gpt-5.1-codex" and "gpt-4o" in listed["models"]
+        assert listed["provider"] == "openai"
+        assert listed["current"] == "gpt-5-codex"
+        assert listed["models"][0] == "gpt-5.1-codex"
+        assert "gpt-4o" in listed["models"]
         assert "details" not in listed
         await ui.server.send(req("3", "model.list", include_details=True))
         details = (await ui.answer("3"))["result"]["details"]["gpt-5-codex"]

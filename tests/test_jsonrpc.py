@@ -24,6 +24,7 @@ from codexcore.adapters._jsonrpc_methods import (
     SERVER_FEATURES,
     MethodTable,
     decode_params,
+    initialize,
     standard_methods,
 )
 
@@ -283,7 +284,15 @@ async def _nothing(ctx: Any, params: Any) -> None:
 
 
 def test_capabilities_are_true_exactly_for_what_is_registered() -> None:
-    table = standard_methods()
+    served = standard_methods()
+    on = {k for k, v in served.server_capabilities().items() if v}
+    assert on == {
+        "supports_run_cancel",
+        "supports_ui_requests",
+        "supports_permission_preflight_events",
+    }
+    table = MethodTable()
+    table.add("initialize", initialize, dict)
     assert table.names == ["initialize"]
     assert set(table.server_capabilities()) == {*SERVER_CAPABILITIES, *SERVER_FEATURES}
     assert not any(table.server_capabilities().values())
