@@ -8,7 +8,9 @@ Codelia's shapes (its TUI's ``initialize``, its confirm answers with
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,11 +24,12 @@ from codexcore.testing import (
     ScriptedModel,
     ScriptedResponse,
     ScriptedResponsesServer,
+    function_call_response,
     shell_call,
     text_response,
 )
 
-from .server_helpers import StdioServer
+from .server_helpers import ServerProcess, StdioServer, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -376,3 +379,106 @@ async def test_model_list_and_model_set(tmp_path: Path) -> None:
         assert http.model.requests[0]["model"] == "gpt-5-mini"
         assert http.model.requests[0]["reasoning"]["effort"] == "high"
         await finish(ui)
+
+
+async def test_a_patch_is_previewed_with_its_diff_before_its_confirm(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("old\n")
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-old\n+new\n*** End Patch\n"
+    model = ScriptedModel(
+        [
+            function_call_response("apply_patch", {"input": patch}, call_id="p1"),
+            text_response("Done."),
+        ]
+    )
+    async with serving(tmp_path, model, "--approval-mode", "minimal") as (ui, _):
+        await ui.server.send(
+            tui_initialize(**TUI_CAPABILITIES),
+            req("2", "run.start", input={"type": "text", "text": "edit a.txt"}),
+        )
+        run_id = (await ui.answer("2"))["result"]["run_id"]
+        confirm = await ui.until("ui.confirm.request")
+        assert confirm["params"]["title"] == "Apply patch?"
+        seen = [e["event"] for e in ui.events(run_id)]
+        assert [e["type"] for e in seen][-3:] == [
+            "tool_call",
+            "permission.preview",
+            "permission.ready",
+        ]
+        preview = seen[-2]
+        assert (preview["tool"], preview["tool_call_id"]) == ("apply_patch", "p1")
+        assert "-old" in preview["diff"]
+        assert "+new" in preview["diff"]
+        assert preview["file_path"].endswith("a.txt")
+        answer = {"ok": True, "remember": True, "reason": None}
+        await ui.server.send({"jsonrpc": "2.0", "id": confirm["id"], "result": answer})
+        assert await ui.run_to_end(run_id) == "completed"
+        check_run(ui, run_id)
+        assert (tmp_path / "a.txt").read_text() == "new\n"
+        result = next(e["event"] for e in ui.events(run_id) if e["event"]["type"] == "tool_result")
+        assert json.loads(result["result"])["diff"] == preview["diff"]
+        await finish(ui)
+
+
+async def test_the_engines_stop_ends_the_run_completed_and_codexcore_events_on_request(
+    tmp_path: Path,
+) -> None:
+    """A native client stops the session's Task (as seed 004's stop does): the run
+    ends completed after its Turn. The JSON-RPC client asked for every EventMsg."""
+    script = "until [ -e go ]; do sleep 0.02; done; echo went"
+    model = ScriptedModel([shell_call(["bash", "-c", script], call_id="c1")])
+    with tempfile.TemporaryDirectory(prefix="cxc-") as run_dir:
+        async with ScriptedResponsesServer(model) as http:
+            env = server_env(http.base_url)
+            sock = Path(run_dir) / "s.sock"
+            server = await ServerProcess.start(
+                http.base_url,
+                tmp_path,
+                "--approval-mode",
+                "full-access",
+                tcp=False,
+                unix=sock,
+                env=env,
+            )
+            try:
+                ui = await server.client(unix=True)
+                await ui.send(
+                    tui_initialize(codexcore_events=True),
+                    req("2", "run.start", input={"type": "text", "text": "wait"}),
+                )
+                configured = await _until_event(ui, "codexcore.session_configured")
+                run_id = configured["run_id"]
+                await _until_event(ui, "tool_call")
+                native = await server.client(unix=True)
+                welcome = await native.greet(session_id=configured["event"]["session_id"])
+                assert welcome["type"] == "welcome", welcome
+                await native.send({"id": "s1", "op": {"type": "stop"}})
+                await native.until("submission_ack", id="s1")
+                (tmp_path / "go").write_text("")
+                final = await _until_event(ui, "final")
+                status = await ui.recv()
+                assert status is not None
+                assert status["params"] == {
+                    "run_id": run_id,
+                    "status": "completed",
+                }
+                assert final["meta"]["codexcore"]["msg"]["stopped_by"] == "stop"
+                types = [
+                    m["params"]["event"]["type"]
+                    for m in ui.seen
+                    if m.get("method") == "agent.event"
+                ]
+                assert "codexcore.agent_message_delta" not in types  # no message in this run
+                assert "codexcore.exec_command_output_delta" in types
+                assert "codexcore.token_count" in types
+                seqs = [m["params"]["seq"] for m in ui.seen if m.get("method") == "agent.event"]
+                assert seqs == list(range(len(seqs)))
+            finally:
+                await server.kill()
+
+
+async def _until_event(link: Any, kind: str) -> dict[str, Any]:
+    while True:
+        message = await link.recv(15)
+        assert message is not None, f"ended before {kind}: {link.seen}"
+        if message.get("method") == "agent.event" and message["params"]["event"]["type"] == kind:
+            return dict(message["params"])
