@@ -19,7 +19,7 @@ from codexcore.engine import MODEL_DETAILS
 from ._jsonrpc import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
-    from ._codelia import Codelia
+    from ._codelia_runs import Codelia
 
 PROVIDER = "openai"
 CODELIA_LEVELS = ("low", "medium", "high", "xhigh", "max")
