@@ -93,6 +93,7 @@ class RunView:
     step_open: bool = False
     step_started: float = 0.0
     open_calls: dict[str, str] = attrs.field(factory=dict)  # call_id -> tool
+    commands: dict[str, str] = attrs.field(factory=dict)  # shell calls' command lines
     changes: dict[str, dict[str, FileChange]] = attrs.field(factory=dict)  # patches, by call
     last_message: str | None = None
 
@@ -172,7 +173,8 @@ def _shell_call(run: RunView, call_id: str, argv: tuple[str, ...], cwd: str) -> 
     if call_id in run.open_calls:
         return []  # shown when its approval was asked
     run.open_calls[call_id] = SHELL
-    args = {"command": shlex.join(argv), "cwd": cwd}
+    run.commands[call_id] = shlex.join(argv)
+    args = {"command": run.commands[call_id], "cwd": cwd}
     return [{"type": "tool_call", "tool": SHELL, "args": args, "tool_call_id": call_id}]
 
 
@@ -206,6 +208,7 @@ def _exec_end(run: RunView, msg: ExecCommandEnd) -> list[AgentEvent]:
     failed = msg.exit_code != 0 or msg.status != "completed"
     payload: dict[str, Any] = {
         "state": "failed" if failed else "completed",
+        "command": run.commands.pop(msg.call_id, ""),
         "exit_code": msg.exit_code,
         "duration_ms": msg.duration_ms,
     }

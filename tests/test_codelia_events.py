@@ -127,7 +127,13 @@ def test_a_command_is_one_call_and_one_result_with_its_command_as_a_string() -> 
     ]
     assert built[1]["args"] == {"command": "touch 'x y'", "cwd": "/w"}
     result = json.loads(built[3]["result"])
-    assert result == {"state": "completed", "exit_code": 0, "duration_ms": 5, "stdout": "out"}
+    assert result == {
+        "state": "completed",
+        "command": "touch 'x y'",
+        "exit_code": 0,
+        "duration_ms": 5,
+        "stdout": "out",
+    }
     assert built[3]["tool_call_id"] == "c1"
     assert built[3]["is_error"] is False
 
