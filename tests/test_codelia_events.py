@@ -13,6 +13,7 @@ from codexcore.adapters._codelia_events import (
     build,
     failure_kind,
 )
+from codexcore.engine import DEFAULT_CONTEXT_WINDOW, MODEL_DETAILS, context_window, model_details
 from codexcore.protocol import (
     AddChange,
     AgentMessage,
@@ -198,3 +199,13 @@ def test_retry_kinds() -> None:
     assert failure_kind("HTTP 429 Too Many Requests") == "rate_limit"
     assert failure_kind("the stream was idle for 300 s") == "timeout"
     assert failure_kind("HTTP 500") == "provider"
+
+
+def test_the_model_table_answers_snapshots_by_family_and_unknown_models_conservatively() -> None:
+    assert next(iter(MODEL_DETAILS)) == "gpt-5.1-codex"
+    dates = [d.release_date for d in MODEL_DETAILS.values()]
+    assert dates == sorted(dates, reverse=True)  # newest first, as model.list lists them
+    assert context_window("gpt-5-codex-2025-09-15") == 400_000  # its family, not gpt-5's alone
+    assert model_details("gpt-4o-mini-2024-07-18") == MODEL_DETAILS["gpt-4o-mini"]
+    assert context_window("llama3:8b") == DEFAULT_CONTEXT_WINDOW
+    assert DEFAULT_CONTEXT_WINDOW == min(d.context_window for d in MODEL_DETAILS.values())
