@@ -113,7 +113,7 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
     if state.active is not None:
         raise RpcError(RUNTIME_BUSY, f"runtime busy: run {state.active.id} is still running")
     items = () if params.force_compaction else _items(params.input)
-    attachment = await state.attachment()
+    attachment = await state.attachment(params.session_id)
     if attachment.session.codex.state not in (State.UNCONFIGURED, State.IDLE):
         # Another client's Task (a native one, a control socket's): not ours to replace.
         raise RpcError(RUNTIME_BUSY, "runtime busy: the session is running a task")
@@ -159,7 +159,8 @@ async def _resume(state: Codelia, attachment: Attachment, session_id: str) -> No
     if live is not None and live is not attachment.session:
         raise RpcError(
             SESSION_LOAD_FAILED,
-            f"session {session_id} is live on another connection: attaching to it is not supported",
+            f"session {session_id} is live, and this connection already has session "
+            f"{attachment.session_id}: a new connection can attach to it",
         )
     answer = await state.ask_engine(ResumeSession(session_id))
     if isinstance(answer.msg, ErrorEvent):

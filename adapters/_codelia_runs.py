@@ -96,8 +96,10 @@ class Codelia:
     def wants_codexcore(self) -> bool:
         return self.ctx.client_capabilities.get("codexcore_events") is True
 
-    async def attachment(self) -> Attachment:
-        attachment = await self.ctx.session()
+    async def attachment(self, session_id: str | None = None) -> Attachment:
+        """The connection's session (with ``session_id``: that live session, attached
+        to when the connection has none yet)."""
+        attachment = await self.ctx.session(session_id)
         if not self.listening:
             self.ctx.on_event(self.on_event)
             self.listening = True

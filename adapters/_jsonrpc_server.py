@@ -139,18 +139,25 @@ class RpcContext:
         self.client_capabilities = dict(capabilities)
         self.initialized = True
 
-    async def session(self) -> Attachment:
+    async def session(self, session_id: str | None = None) -> Attachment:
         """The connection's session, created on first use from the host's configuration.
 
-        Raises :class:`RpcError` (-32000) when the host cannot create one.
+        With ``session_id``, a connection that has no session yet attaches to that live
+        session instead (taking control; no past event is replayed); one that has a
+        session keeps it. Raises :class:`RpcError` (-32000) when the host cannot create
+        or attach one.
         """
         async with self._lock:
             if self.attachment is None:
+                live = self.host.session(session_id) if session_id is not None else None
                 try:
                     # The transport already admitted this client: its token was checked in
                     # initialize (TCP), or its peer by uid (Unix), or it is our parent (stdio).
                     attachment = await self.host.attach(
-                        token=self.host.config.token, lossless=self._lossless
+                        token=self.host.config.token,
+                        session_id=session_id if live is not None else None,
+                        last_seq=live.next_seq - 1 if live is not None else None,
+                        lossless=self._lossless,
                     )
                 except HostRefusal as exc:
                     raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None

@@ -482,3 +482,69 @@ async def _until_event(link: Any, kind: str) -> dict[str, Any]:
         assert message is not None, f"ended before {kind}: {link.seen}"
         if message.get("method") == "agent.event" and message["params"]["event"]["type"] == kind:
             return dict(message["params"])
+
+
+async def test_run_start_with_a_live_sessions_id_attaches_to_it(tmp_path: Path) -> None:
+    """A socket client leaves; the next one names the session in run.start and goes on
+    with its conversation (the model sees the first answer's response id)."""
+    model = ScriptedModel(
+        [
+            text_response("first", response_id="resp_1"),
+            text_response("second", response_id="resp_2"),
+        ]
+    )
+    with tempfile.TemporaryDirectory(prefix="cxc-") as run_dir:
+        async with ScriptedResponsesServer(model) as http:
+            sock = Path(run_dir) / "s.sock"
+            server = await ServerProcess.start(
+                http.base_url, tmp_path, tcp=False, unix=sock, env=server_env(http.base_url)
+            )
+            try:
+                first = await server.client(unix=True)
+                await first.send(
+                    tui_initialize(codexcore_events=True),
+                    req("2", "run.start", input={"type": "text", "text": "one"}),
+                )
+                session_id = (await _until_event(first, "codexcore.session_configured"))["event"][
+                    "session_id"
+                ]
+                await _until_event(first, "final")
+                await first.close()
+                second = await server.client(unix=True)
+                await second.send(
+                    tui_initialize(),
+                    req(
+                        "2",
+                        "run.start",
+                        input={"type": "text", "text": "two"},
+                        session_id=session_id,
+                    ),
+                )
+                final = await _until_event(second, "final")
+                assert final["event"]["content"] == "second"
+                assert model.requests[1]["previous_response_id"] == "resp_1"
+                third = await server.client(unix=True)  # has a session of its own
+                await third.send(
+                    tui_initialize(), req("2", "run.start", input={"type": "text", "text": "x"})
+                )
+                own = await _answer(third, "2")
+                await third.send(req("3", "run.cancel", run_id=own["result"]["run_id"]))
+                assert (await _answer(third, "3"))["result"]["status"] == "cancelled"
+                await third.send(
+                    req(
+                        "4", "run.start", input={"type": "text", "text": "y"}, session_id=session_id
+                    )
+                )
+                error = (await _answer(third, "4"))["error"]
+                assert error["code"] == -32005
+                assert "a new connection can attach" in error["message"]
+            finally:
+                await server.kill()
+
+
+async def _answer(link: Any, rid: str) -> dict[str, Any]:
+    while True:
+        message = await link.recv(15)
+        assert message is not None, f"ended before the answer to {rid}: {link.seen}"
+        if message.get("id") == rid and "method" not in message:
+            return dict(message)
