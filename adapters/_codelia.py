@@ -114,6 +114,10 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
         raise RpcError(RUNTIME_BUSY, f"runtime busy: run {state.active.id} is still running")
     items = () if params.force_compaction else _items(params.input)
     attachment = await state.attachment(params.session_id)
+    if state.active is not None:  # a Task we adopted on attaching: its confirm is asked again
+        raise RpcError(
+            RUNTIME_BUSY, f"runtime busy: run {state.active.id} waits for a confirmation"
+        )
     if attachment.session.codex.state not in (State.UNCONFIGURED, State.IDLE):
         # Another client's Task (a native one, a control socket's): not ours to replace.
         raise RpcError(RUNTIME_BUSY, "runtime busy: the session is running a task")

@@ -99,11 +99,35 @@ class Codelia:
     async def attachment(self, session_id: str | None = None) -> Attachment:
         """The connection's session (with ``session_id``: that live session, attached
         to when the connection has none yet)."""
+        joining = self.ctx.attachment is None and session_id is not None
+        live = self.ctx.host.session(session_id) if joining and session_id else None
         attachment = await self.ctx.session(session_id)
         if not self.listening:
             self.ctx.on_event(self.on_event)
             self.listening = True
+        if live is not None and attachment.session is live:
+            for request in live.waiting_approvals():
+                await self.adopt(request)
         return attachment
+
+    async def adopt(self, request: Event) -> None:
+        """Take on a Task that waits for an approval its UI never gave (that UI left):
+        it becomes a run of this connection, and the approval is asked again here."""
+        if request.id in self.runs:
+            return
+        run = Run(
+            request.id,
+            self.ctx.client_capabilities.get("supports_permission_preflight_events") is True,
+        )
+        self.runs[run.id] = run
+        self.active = run
+        async with run.lock:
+            await self.send_status(
+                run, "running", "a task of this session, waiting for confirmation"
+            )
+        run.gate.set()
+        log.info("confirm asked again", run=run.id, call=getattr(request.msg, "call_id", None))
+        await self.deliver(run, request)
 
     async def submit(self, op: Op, sub_id: str | None = None) -> str:
         sub_id = sub_id or f"codelia-{uuid.uuid4().hex}"

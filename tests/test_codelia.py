@@ -548,3 +548,68 @@ async def _answer(link: Any, rid: str) -> dict[str, Any]:
         assert message is not None, f"ended before the answer to {rid}: {link.seen}"
         if message.get("id") == rid and "method" not in message:
             return dict(message)
+
+
+async def test_a_confirm_left_by_a_ui_that_disconnected_is_asked_of_the_next(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([shell_call(["touch", "made"], call_id="c1"), text_response("Made.")])
+    with tempfile.TemporaryDirectory(prefix="cxc-") as run_dir:
+        async with ScriptedResponsesServer(model) as http:
+            sock = Path(run_dir) / "s.sock"
+            server = await ServerProcess.start(
+                http.base_url,
+                tmp_path,
+                "--approval-mode",
+                "minimal",
+                tcp=False,
+                unix=sock,
+                env=server_env(http.base_url),
+            )
+            try:
+                first = await server.client(unix=True)
+                await first.send(
+                    tui_initialize(codexcore_events=True, supports_confirm=True),
+                    req("2", "run.start", input={"type": "text", "text": "make"}),
+                )
+                configured = await _until_event(first, "codexcore.session_configured")
+                while (await first.recv(15) or {}).get("method") != "ui.confirm.request":
+                    pass
+                await first.close()  # gone without answering
+                second = await server.client(unix=True)
+                await second.send(
+                    tui_initialize(**TUI_CAPABILITIES),
+                    req(
+                        "2",
+                        "run.start",
+                        input={"type": "text", "text": "again"},
+                        session_id=configured["event"]["session_id"],
+                    ),
+                )
+                busy = await _answer(second, "2")
+                assert busy["error"]["code"] == -32001, busy
+                confirm = await _request(second, "ui.confirm.request")
+                assert confirm["params"]["run_id"] == configured["run_id"]
+                assert confirm["params"]["message"].startswith("touch made")
+                assert not (tmp_path / "made").exists()
+                answer = {"ok": True, "remember": False, "reason": None}
+                await second.send({"jsonrpc": "2.0", "id": confirm["id"], "result": answer})
+                final = await _until_event(second, "final")
+                assert final["event"]["content"] == "Made."
+                assert (tmp_path / "made").exists()
+                status = await second.recv(15)
+                assert status is not None
+                assert status["params"]["status"] == "completed"
+            finally:
+                await server.kill()
+
+
+async def _request(link: Any, method: str) -> dict[str, Any]:
+    for message in link.seen:
+        if message.get("method") == method:
+            return dict(message)
+    while True:
+        message = await link.recv(15)
+        assert message is not None, f"ended before {method}: {link.seen}"
+        if message.get("method") == method:
+            return dict(message)
