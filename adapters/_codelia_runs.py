@@ -45,7 +45,7 @@ from codexcore.protocol import (
     encode_event,
 )
 
-from ._codelia_events import NOT_SENT, AgentEvent, RunView, build, codexcore_event
+from ._codelia_events import AgentEvent, RunView, build, codexcore_event
 from ._codelia_models import current_model
 from ._host import Attachment, NotAccepted
 from ._jsonrpc import RpcError
@@ -193,7 +193,7 @@ class Codelia:
             wire = orjson.loads(encode_event(event))
             meta = {"codexcore": wire}
             events = build(run.view, msg)
-            if not events and self.wants_codexcore and msg.TYPE in NOT_SENT:
+            if not events and self.wants_codexcore:
                 events = [codexcore_event(wire["msg"])]
             for agent_event in events:
                 await self.send_event(run, agent_event, meta)
