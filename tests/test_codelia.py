@@ -613,3 +613,40 @@ async def _request(link: Any, method: str) -> dict[str, Any]:
         assert message is not None, f"ended before {method}: {link.seen}"
         if message.get("method") == method:
             return dict(message)
+
+
+async def test_parts_input_and_force_compaction(tmp_path: Path) -> None:
+    model = ScriptedModel([text_response("A cat.")])
+    image = "data:image/png;base64,iVBORw0KGgo="
+    parts = [
+        {"type": "text", "text": "what is it?"},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]
+    async with serving(tmp_path, model) as (ui, http):
+        await ui.server.send(
+            tui_initialize(**TUI_CAPABILITIES),
+            req("2", "run.start", input={"type": "parts", "parts": parts}),
+        )
+        run_id = (await ui.answer("2"))["result"]["run_id"]
+        assert await ui.run_to_end(run_id) == "completed"
+        sent = str(http.model.requests[0]["input"])
+        assert image in sent
+        assert "what is it?" in sent
+        await ui.server.send(
+            req("3", "run.start", input={"type": "text", "text": "/compact"}, force_compaction=True)
+        )
+        compaction = (await ui.answer("3"))["result"]["run_id"]
+        assert await ui.run_to_end(compaction) == "completed"
+        check_run(ui, compaction)
+        events = [e["event"] for e in ui.events(compaction)]
+        assert [e["type"] for e in events] == ["compaction_start", "compaction_complete", "final"]
+        assert events[1]["compacted"] is False
+        assert len(http.model.requests) == 1  # nothing went to the model
+        bad = {"type": "parts", "parts": [{"type": "audio"}]}
+        await ui.server.send(req("4", "run.start", input=bad))
+        error = (await ui.answer("4"))["error"]
+        assert (error["code"], error["message"]) == (
+            -32602,
+            "Invalid params: params.input.parts[0]: expected a text or image_url part",
+        )
+        await finish(ui)
