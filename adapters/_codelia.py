@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 import weakref
 from collections.abc import Mapping
@@ -175,7 +176,7 @@ async def _resume(state: Codelia, attachment: Attachment, session_id: str) -> No
 async def _compaction(state: Codelia, run: Run) -> None:
     """``force_compaction``: codexcore does not compact, and says so in Codelia's terms."""
     await run.gate.wait()
-    now = int(asyncio.get_running_loop().time() * 1000)
+    now = int(time.time() * 1000)  # Codelia's timestamps are epoch milliseconds
     async with run.lock:
         for event in (
             {"type": "compaction_start", "timestamp": now},

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -641,6 +642,7 @@ async def test_parts_input_and_force_compaction(tmp_path: Path) -> None:
         events = [e["event"] for e in ui.events(compaction)]
         assert [e["type"] for e in events] == ["compaction_start", "compaction_complete", "final"]
         assert events[1]["compacted"] is False
+        assert abs(events[0]["timestamp"] / 1000 - time.time()) < 60  # epoch milliseconds
         assert len(http.model.requests) == 1  # nothing went to the model
         bad = {"type": "parts", "parts": [{"type": "audio"}]}
         await ui.server.send(req("4", "run.start", input=bad))
