@@ -652,3 +652,23 @@ async def test_parts_input_and_force_compaction(tmp_path: Path) -> None:
             "Invalid params: params.input.parts[0]: expected a text or image_url part",
         )
         await finish(ui)
+
+
+async def test_a_confirm_answered_with_an_error_denies(tmp_path: Path) -> None:
+    model = ScriptedModel([shell_call(["touch", "nope"], call_id="c1"), text_response("OK.")])
+    async with serving(tmp_path, model, "--approval-mode", "minimal") as (ui, http):
+        await ui.server.send(
+            tui_initialize(**TUI_CAPABILITIES),
+            req("2", "run.start", input={"type": "text", "text": "make a file"}),
+        )
+        run_id = (await ui.answer("2"))["result"]["run_id"]
+        confirm = await ui.until("ui.confirm.request")
+        error = {"code": -32000, "message": "dialog failed"}
+        await ui.server.send({"jsonrpc": "2.0", "id": confirm["id"], "error": error})
+        assert await ui.run_to_end(run_id) == "completed"
+        assert not (tmp_path / "nope").exists()
+        outputs = [
+            i for i in http.model.requests[1]["input"] if i.get("type") == "function_call_output"
+        ]
+        assert "the UI could not confirm: dialog failed" in outputs[0]["output"]
+        await finish(ui)

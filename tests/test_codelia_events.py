@@ -13,6 +13,7 @@ from codexcore.adapters._codelia_events import (
     build,
     failure_kind,
 )
+from codexcore.adapters._codelia_runs import _confirm_result, confirm_params
 from codexcore.engine import DEFAULT_CONTEXT_WINDOW, MODEL_DETAILS, context_window, model_details
 from codexcore.protocol import (
     AddChange,
@@ -209,3 +210,29 @@ def test_the_model_table_answers_snapshots_by_family_and_unknown_models_conserva
     assert model_details("gpt-4o-mini-2024-07-18") == MODEL_DETAILS["gpt-4o-mini"]
     assert context_window("llama3:8b") == DEFAULT_CONTEXT_WINDOW
     assert DEFAULT_CONTEXT_WINDOW == min(d.context_window for d in MODEL_DETAILS.values())
+
+
+def test_only_an_explicit_ok_true_approves() -> None:
+    assert _confirm_result({"ok": True, "remember": True, "reason": None}) == (True, True, None)
+    assert _confirm_result({"ok": False, "remember": False, "reason": " no "}) == (
+        False,
+        False,
+        "no",
+    )
+    for answer in ({"ok": "true"}, {"ok": 1}, None, [True], "ok", {}):
+        assert _confirm_result(answer)[0] is False, answer
+
+
+def test_a_confirm_shows_where_a_patch_really_writes() -> None:
+    request = ApplyPatchApprovalRequest(
+        "p1",
+        {"/w/link": AddChange("x\n")},
+        reason="writes outside the writable roots: link -> /etc/x",
+        resolved_paths={"/w/link": "/etc/x"},
+    )
+    params = confirm_params("run-1", request)
+    assert params["message"].splitlines()[0] == "/w/link -> /etc/x"
+    assert params["danger_level"] == "danger"
+    exec_params = confirm_params("run-1", ExecApprovalRequest("c1", ("rm", "-rf", "a b"), "/w"))
+    assert exec_params["message"] == "rm -rf 'a b'\nin /w"
+    assert exec_params["danger_level"] == "normal"
