@@ -63,10 +63,12 @@ from codexcore.protocol import (
     PROTOCOL_VERSION,
     AgentMessageDelta,
     AgentReasoningDelta,
+    ApplyPatchApprovalRequest,
     Closing,
     ConnectionMsg,
     ControlChanged,
     Event,
+    ExecApprovalRequest,
     ExecCommandOutputDelta,
     Limits,
     Peer,
@@ -553,6 +555,7 @@ class HostedSession:
         "pump",
         "ring",
         "ring_bytes",
+        "waiting",
     )
 
     def __init__(self, host: SessionHost, session_id: str, codex: Codex) -> None:
@@ -568,6 +571,7 @@ class HostedSession:
         self.ended = False
         self.last_event = self.idle_since = time.monotonic()
         self.pump: asyncio.Task[None] | None = None  # reads the engine's events until the end
+        self.waiting: dict[str, Event] = {}  # Task id -> the approval request it waits on
 
     def publish(self, event: Event) -> None:
         out = Out(event.seq, _encode(event), _KIND_OF.get(event.msg.TYPE, NORMAL))
@@ -585,10 +589,23 @@ class HostedSession:
         for attachment in tuple(self.attachments):  # a push may drop its attachment
             attachment.push(out)
         msg = event.msg
+        if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+            self.waiting[event.id] = event
+        elif event.id in self.waiting:
+            del self.waiting[event.id]  # the Task moved on: the request was answered
         if isinstance(msg, SessionConfigured) and msg.session_id != self.id:
             self._host._rename(self, msg.session_id)
         elif isinstance(msg, ShutdownComplete):
             self._host._forget(self)
+
+    def waiting_approvals(self) -> list[Event]:
+        """The approval requests the session's Tasks wait for now, oldest first.
+
+        A Task that asks emits nothing more until it is answered, so a request is
+        waiting until its Task's next event. A dialect asks them again of a client
+        that attaches after the one that was asked has gone.
+        """
+        return sorted(self.waiting.values(), key=lambda event: event.seq)
 
     def hand_over(self) -> None:
         """After a run of :meth:`publish`: idle transports get their frames now."""

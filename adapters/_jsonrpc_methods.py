@@ -291,11 +291,14 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def standard_methods() -> MethodTable:
-    """The table every JSON-RPC connection is served with."""
-    from ._seed001 import register as seed001  # imported here: it needs the server module
+    """The table every JSON-RPC connection is served with, one line a seed's methods."""
+    # Imported here: these modules build on this one and on the server module.
+    from . import _codelia
+    from ._seed001 import register as seed001
 
     table = MethodTable()
     table.add("initialize", initialize, dict)
-    add_control_methods(table)
-    seed001(table)
+    _codelia.register(table)  # seed 000: run.start, run.cancel, model.list, model.set
+    seed001(table)  # seed 001: chat, exit
+    add_control_methods(table)  # seed 004: get_status, stop, checkpoint, inject_prompt, ...
     return table

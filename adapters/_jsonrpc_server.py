@@ -33,6 +33,7 @@ from ._framing import Item
 from ._host import Attachment, HostRefusal, Out, SessionHost
 from ._jsonrpc import (
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     METHOD_NOT_FOUND,
     Answered,
     Call,
@@ -160,22 +161,33 @@ class RpcContext:
         self.client_capabilities = dict(capabilities)
         self.initialized = True
 
-    async def session(self) -> Attachment:
+    async def session(self, session_id: str | None = None) -> Attachment:
         """The connection's session, created on first use from the host's configuration.
 
         On a bound connection (:attr:`bound_session`) it is that session, attached
-        with control (the connection that had control is told it lost it, as
-        when a native client takes control). Raises :class:`RpcError` (-32000)
-        when the host cannot create or attach it.
+        with control (the connection that had control is told it lost it, as when
+        a native client takes control); naming another session there is -32602.
+        Elsewhere, with ``session_id``, a connection that has no session yet
+        attaches to that live session instead (taking control; no past event is
+        replayed); one that has a session keeps it. Raises :class:`RpcError`
+        (-32000) when the host cannot create or attach one.
         """
+        bound = self.bound_session
+        if bound is not None and session_id not in (None, bound):
+            raise RpcError(
+                INVALID_PARAMS, f"params.session_id: this socket serves session {bound!r} only"
+            )
         async with self._lock:
             if self.attachment is None:
+                live = self.host.session(session_id) if session_id and bound is None else None
+                target = bound if bound is not None else (session_id if live is not None else None)
                 try:
                     # The transport already admitted this client: its token was checked in
                     # initialize (TCP), or its peer by uid (Unix), or it is our parent (stdio).
                     attachment = await self.host.attach(
                         token=self.host.config.token,
-                        session_id=self.bound_session,
+                        session_id=target,
+                        last_seq=live.next_seq - 1 if live is not None else None,
                         lossless=self._lossless,
                     )
                 except HostRefusal as exc:

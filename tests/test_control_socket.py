@@ -355,6 +355,11 @@ async def test_serve_gives_every_session_a_socket_removed_when_it_ends(tmp_path:
                 second, second_id, second_path = await new_session(server, home)
                 assert second_id != first_id
                 assert second_path.exists()
+                # A socket serves its own session only: naming another is refused.
+                other = {"type": "text", "text": "hi"}
+                stray = await call(control, rpc(11, "run.start", input=other, session_id=second_id))
+                assert stray["error"]["code"] == -32602, stray
+                assert first_id in stray["error"]["message"]
                 # The first session ends: its socket goes, its clients are closed.
                 await first.send(sub("bye", "shutdown"))
                 await first.until("shutdown_complete")

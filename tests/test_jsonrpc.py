@@ -25,6 +25,7 @@ from codexcore.adapters._jsonrpc_methods import (
     MethodTable,
     decode_params,
     initialize,
+    standard_methods,
 )
 
 
@@ -292,7 +293,14 @@ async def _nothing(ctx: Any, params: Any) -> None:
 
 
 def test_capabilities_are_true_exactly_for_what_is_registered() -> None:
-    table = MethodTable()  # not standard_methods(): each seed's helper adds to that one
+    served = standard_methods()
+    on = {k for k, v in served.server_capabilities().items() if v}
+    assert on == {
+        "supports_run_cancel",
+        "supports_ui_requests",
+        "supports_permission_preflight_events",
+    }
+    table = MethodTable()
     table.add("initialize", initialize, dict)
     assert table.names == ["initialize"]
     assert set(table.server_capabilities()) == {*SERVER_CAPABILITIES, *SERVER_FEATURES}

@@ -98,6 +98,13 @@ def register(subparsers: Any) -> None:
     )
     sessions = parser.add_argument_group("sessions")
     sessions.add_argument("--profile", help="a profile from config.toml")
+    sessions.add_argument(
+        "--approval-mode",
+        choices=tuple(APPROVAL_MODES),
+        help="the Codelia TUI's approval modes (it appends this flag when the user gives "
+        "it): minimal = approval policy untrusted; trusted = on-request; full-access = "
+        "never ask, no sandbox (docs/jsonrpc.md)",
+    )
     sessions.add_argument("-m", "--model", help="the model sessions start with")
     sessions.add_argument("--cwd", metavar="DIR", help="sessions' default working directory")
     sessions.add_argument(
@@ -116,6 +123,14 @@ def register(subparsers: Any) -> None:
     _number(limits, "--handshake-timeout", float, 10.0, "seconds a client has to say hello")
     _number(limits, "--max-pending-requests", int, 100, "JSON-RPC calls in flight per connection")
     parser.set_defaults(run=run)
+
+
+APPROVAL_MODES: dict[str, dict[str, str]] = {
+    "minimal": {"approval_policy": "untrusted"},
+    "trusted": {"approval_policy": "on-request"},
+    "full-access": {"approval_policy": "never", "sandbox_mode": "danger-full-access"},
+}
+"""Codelia's ``--approval-mode`` values (``packages/shared-types/src/approval.ts``) as settings."""
 
 
 def _number(group: Any, flag: str, kind: type, default: float, what: str) -> None:
@@ -171,9 +186,9 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     from ..adapters._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
 
-    loaded = load_settings(
-        profile=args.profile, overrides={"model": args.model} if args.model else {}
-    )
+    overrides: dict[str, str] = {"model": args.model} if args.model else {}
+    overrides.update(APPROVAL_MODES.get(args.approval_mode or "", {}))
+    loaded = load_settings(profile=args.profile, overrides=overrides)
     for warning in loaded.warnings:
         _say(f"warning: {warning}")
     engine = loaded.settings.engine_config(

@@ -1,0 +1,225 @@
+"""Seed 000's run methods on the JSON-RPC dialect: what the Codelia TUI drives.
+
+``run.start`` submits the UI's input to the connection's session as a
+``user_input`` whose submission id is the run's id; ``run.cancel``
+interrupts it; ``model.list``/``model.set`` are in :mod:`._codelia_models`.
+What a run sends is :mod:`._codelia_runs`' work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from codexcore._logging import get_logger
+from codexcore.engine import State
+from codexcore.protocol import (
+    ConfigureSession,
+    ErrorEvent,
+    ImageInput,
+    InputItem,
+    Interrupt,
+    ResumeSession,
+    TextInput,
+    UserInput,
+)
+
+from ._codelia_models import ModelList, ModelSet, model_list, model_set
+from ._codelia_runs import Codelia, Run
+from ._host import Attachment
+from ._jsonrpc import INVALID_PARAMS, RpcError
+from ._jsonrpc_methods import MethodTable
+
+if TYPE_CHECKING:
+    from ._jsonrpc_server import RpcContext
+
+log = get_logger(__name__)
+
+RUNTIME_BUSY = -32001
+RUN_NOT_FOUND = -32002
+SESSION_NOT_FOUND = -32004
+SESSION_LOAD_FAILED = -32005
+CANCEL_WAIT = 10.0
+"""Seconds run.cancel waits for the interrupted Task's end (it comes within one)."""
+
+
+@attrs.frozen
+class RunStart:
+    input: dict[str, Any]
+    tools: list[Any] | None = None  # the UI's own tools: accepted, not offered to the model
+    tool_choice: Any = None
+    session_id: str | None = None
+    force_compaction: bool | None = None
+    ui_context: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen
+class RunCancel:
+    run_id: str
+    reason: str | None = None
+
+
+_STATES: weakref.WeakKeyDictionary[RpcContext, Codelia] = weakref.WeakKeyDictionary()
+
+
+def state_of(ctx: RpcContext) -> Codelia:
+    state = _STATES.get(ctx)
+    if state is None:
+        state = _STATES[ctx] = Codelia(ctx)
+    return state
+
+
+def _items(value: Mapping[str, Any]) -> tuple[InputItem, ...]:
+    """``input`` ({type: text, text} or {type: parts, parts}) as the engine's input items."""
+    kind = value.get("type")
+    if kind == "text" and isinstance(value.get("text"), str):
+        return (TextInput(value["text"]),)
+    if kind != "parts" or not isinstance(value.get("parts"), list):
+        raise RpcError(
+            INVALID_PARAMS,
+            "Invalid params: params.input: expected {type: text, text} or {type: parts, parts}",
+        )
+    items: list[InputItem] = []
+    for n, part in enumerate(value["parts"]):
+        where = f"params.input.parts[{n}]"
+        if (
+            isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        ):
+            items.append(TextInput(part["text"]))
+            continue
+        image = part.get("image_url") if isinstance(part, dict) else None
+        url = image.get("url") if isinstance(image, dict) else None
+        if not (part.get("type") == "image_url" and isinstance(url, str)):
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid params: {where}: expected a text or image_url part"
+            )
+        items.append(ImageInput(url))
+    if not items:
+        raise RpcError(INVALID_PARAMS, "Invalid params: params.input.parts: empty")
+    return tuple(items)
+
+
+async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
+    state = state_of(ctx)
+    if state.active is not None:
+        raise RpcError(RUNTIME_BUSY, f"runtime busy: run {state.active.id} is still running")
+    items = () if params.force_compaction else _items(params.input)
+    attachment = await state.attachment(params.session_id)
+    if state.active is not None:  # a Task we adopted on attaching: its confirm is asked again
+        raise RpcError(
+            RUNTIME_BUSY, f"runtime busy: run {state.active.id} waits for a confirmation"
+        )
+    if attachment.session.codex.state not in (State.UNCONFIGURED, State.IDLE):
+        # Another client's Task (a native one, a control socket's): not ours to replace.
+        raise RpcError(RUNTIME_BUSY, "runtime busy: the session is running a task")
+    if params.session_id is not None and params.session_id not in (
+        attachment.session_id,
+        *attachment.session.aliases,
+    ):
+        await _resume(state, attachment, params.session_id)
+    run = Run(
+        f"run-{uuid.uuid4().hex[:16]}",
+        ctx.client_capabilities.get("supports_permission_preflight_events") is True,
+    )
+    if state.active is not None:  # another run.start got in while we resumed
+        raise RpcError(RUNTIME_BUSY, f"runtime busy: run {state.active.id} is still running")
+    state.runs[run.id] = run
+    state.active = run
+    try:
+        if params.force_compaction:
+            state.spawn(_compaction(state, run))
+        else:
+            if state.pending:
+                await state.submit(ConfigureSession(**state.pending))
+                state.pending = {}
+            await state.submit(UserInput(items), run.id)
+    except BaseException:
+        del state.runs[run.id]
+        state.active = None
+        raise
+    # Open the gate once this answer is queued: it is, by the time a task scheduled now runs.
+    asyncio.get_running_loop().call_soon(lambda: state.spawn(_open(state, run)))
+    return {"run_id": run.id}
+
+
+async def _open(state: Codelia, run: Run) -> None:
+    async with run.lock:
+        if not run.finished:
+            await state.send_status(run, "running")
+    run.gate.set()
+
+
+async def _resume(state: Codelia, attachment: Attachment, session_id: str) -> None:
+    live = state.ctx.host.session(session_id)
+    if live is not None and live is not attachment.session:
+        raise RpcError(
+            SESSION_LOAD_FAILED,
+            f"session {session_id} is live, and this connection already has session "
+            f"{attachment.session_id}: a new connection can attach to it",
+        )
+    answer = await state.ask_engine(ResumeSession(session_id))
+    if isinstance(answer.msg, ErrorEvent):
+        code = SESSION_NOT_FOUND if answer.msg.code == "unknown_session" else SESSION_LOAD_FAILED
+        raise RpcError(code, answer.msg.message)
+
+
+async def _compaction(state: Codelia, run: Run) -> None:
+    """``force_compaction``: codexcore does not compact, and says so in Codelia's terms."""
+    await run.gate.wait()
+    now = int(time.time() * 1000)  # Codelia's timestamps are epoch milliseconds
+    async with run.lock:
+        for event in (
+            {"type": "compaction_start", "timestamp": now},
+            {"type": "compaction_complete", "timestamp": now, "compacted": False},
+            {
+                "type": "final",
+                "content": "codexcore does not compact conversations: nothing was compacted.",
+            },
+        ):
+            await state.send_event(run, event, {})
+        await state.finish(run, "completed", None)
+
+
+async def run_cancel(ctx: RpcContext, params: RunCancel) -> dict[str, Any]:
+    state = state_of(ctx)
+    run = state.runs.get(params.run_id)
+    if run is None:
+        raise RpcError(RUN_NOT_FOUND, f"run not found: {params.run_id}")
+    if run.finished:
+        return {"ok": False, "status": run.status}
+    log.info("run cancel", run=run.id, reason=params.reason)
+    with contextlib.suppress(RpcError):  # the session is over: its end ends the run
+        await state.submit(Interrupt())
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CANCEL_WAIT):
+            await run.done.wait()
+    return {"ok": run.status == "cancelled", "status": run.status}
+
+
+async def _model_list(ctx: RpcContext, params: ModelList) -> dict[str, Any]:
+    return model_list(state_of(ctx), params)
+
+
+async def _model_set(ctx: RpcContext, params: ModelSet) -> dict[str, Any]:
+    return model_set(state_of(ctx), params)
+
+
+def register(table: MethodTable) -> None:
+    """Seed 000's run flow: run.start, run.cancel, model.list, model.set, and the
+    runtime-to-UI confirm with its preflight events."""
+    table.add("run.start", run_start, RunStart)
+    table.add("run.cancel", run_cancel, RunCancel)
+    table.add("model.list", _model_list, ModelList)
+    table.add("model.set", _model_set, ModelSet)
+    table.provide("supports_ui_requests")
+    table.provide("supports_permission_preflight_events")

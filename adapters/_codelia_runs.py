@@ -1,0 +1,359 @@
+"""Seed 000's runs: one connection's runs, their events, statuses and confirms.
+
+A run's Task events (they carry the run's id: it is the ``user_input``'s
+submission id) go through :mod:`._codelia_events` to become ``agent.event``
+notifications ``{run_id, seq, event, meta}`` (``seq`` from 0 per run,
+gap-free); the Task's terminal event becomes exactly one terminal
+``run.status``. Approvals become ``ui.confirm.request`` requests to the UI, in
+Codelia's order (``permission.preview`` -> ``permission.ready`` ->
+``run.status awaiting_ui`` -> the request -> ``run.status running``).
+
+Everything one run sends goes out under the run's lock, so its notifications
+keep their order whichever task sends them (the session's event listener, or
+the task that waits for the UI's answer to a confirm).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import orjson
+
+from codexcore._logging import get_logger
+from codexcore.protocol import (
+    ApplyPatchApprovalRequest,
+    ErrorEvent,
+    Event,
+    ExecApproval,
+    ExecApprovalRequest,
+    Op,
+    PatchApproval,
+    ReviewDecision,
+    SessionConfigured,
+    ShutdownComplete,
+    Submission,
+    TaskComplete,
+    TokenCount,
+    TurnAborted,
+    WarningEvent,
+    encode_event,
+)
+
+from ._codelia_events import AgentEvent, RunView, build, codexcore_event
+from ._codelia_models import current_model
+from ._host import Attachment, NotAccepted
+from ._jsonrpc import RpcError
+
+if TYPE_CHECKING:
+    from ._jsonrpc_server import RpcContext
+
+log = get_logger(__name__)
+
+SERVER_ERROR = -32000
+
+KEPT_RUNS = 100
+"""Finished runs remembered per connection, so run.cancel can answer with their status."""
+NO_CONFIRM = "denied: the UI cannot ask for confirmation (it did not declare supports_confirm)"
+
+
+class Run:
+    """One ``run.start``: its events' view, its seq, its status."""
+
+    def __init__(self, run_id: str, preflight: bool) -> None:
+        self.id = run_id
+        self.view = RunView(run_id, preflight=preflight)
+        self.seq = 0
+        self.status = "running"
+        self.finished = False
+        self.lock = asyncio.Lock()
+        self.gate = asyncio.Event()  # open once run.start's answer is on its way
+        self.done = asyncio.Event()
+        self.confirms: set[asyncio.Task[None]] = set()
+
+
+@attrs.define
+class Codelia:
+    """One connection's runs, and the model it will use next."""
+
+    ctx: RpcContext
+    runs: dict[str, Run] = attrs.field(factory=dict)
+    active: Run | None = None
+    listening: bool = False
+    model: str | None = None  # from the session's latest session_configured
+    effort: str | None = None
+    pending: dict[str, Any] = attrs.field(factory=dict)  # configure_session fields for next run
+    chosen: bool = False  # model.set was used on this connection
+    waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
+    tasks: set[asyncio.Task[None]] = attrs.field(factory=set)
+
+    @property
+    def wants_codexcore(self) -> bool:
+        return self.ctx.client_capabilities.get("codexcore_events") is True
+
+    async def attachment(self, session_id: str | None = None) -> Attachment:
+        """The connection's session (with ``session_id``: that live session, attached
+        to when the connection has none yet)."""
+        joining = self.ctx.attachment is None and session_id is not None
+        live = self.ctx.host.session(session_id) if joining and session_id else None
+        attachment = await self.ctx.session(session_id)
+        if not self.listening:
+            self.ctx.on_event(self.on_event)
+            self.listening = True
+        if live is not None and attachment.session is live:
+            for request in live.waiting_approvals():
+                await self.adopt(request)
+        return attachment
+
+    async def adopt(self, request: Event) -> None:
+        """Take on a Task that waits for an approval its UI never gave (that UI left):
+        it becomes a run of this connection, and the approval is asked again here."""
+        if request.id in self.runs:
+            return
+        run = Run(
+            request.id,
+            self.ctx.client_capabilities.get("supports_permission_preflight_events") is True,
+        )
+        self.runs[run.id] = run
+        self.active = run
+        async with run.lock:
+            await self.send_status(
+                run, "running", "a task of this session, waiting for confirmation"
+            )
+        run.gate.set()
+        log.info("confirm asked again", run=run.id, call=getattr(request.msg, "call_id", None))
+        await self.deliver(run, request)
+
+    async def submit(self, op: Op, sub_id: str | None = None) -> str:
+        sub_id = sub_id or f"codelia-{uuid.uuid4().hex}"
+        attachment = await self.attachment()
+        try:
+            await attachment.submit(Submission(sub_id, op))
+        except NotAccepted as exc:
+            raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
+        return sub_id
+
+    async def ask_engine(self, op: Op) -> Event:
+        """Submit ``op`` and wait for its ``session_configured`` (or ``error``)."""
+        sub_id = f"codelia-{uuid.uuid4().hex}"
+        future: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
+        self.waiters[sub_id] = future
+        try:
+            await self.submit(op, sub_id)
+            async with asyncio.timeout(30):
+                return await future
+        finally:
+            self.waiters.pop(sub_id, None)
+
+    def spawn(self, coro: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    # --- the session's events -----------------------------------------------------------
+
+    async def on_event(self, event: Event) -> None:
+        msg = event.msg
+        if isinstance(msg, SessionConfigured):
+            self.model, self.effort = msg.model, msg.reasoning_effort
+        if isinstance(msg, SessionConfigured | ErrorEvent):
+            waiter = self.waiters.get(event.id)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(event)
+        if isinstance(msg, WarningEvent):
+            log.warning("engine warning", message=msg.message)
+        if isinstance(msg, ShutdownComplete):
+            await self.session_over()
+        run = self.runs.get(event.id)
+        if run is None or run.finished:
+            return
+        await run.gate.wait()
+        await self.deliver(run, event)
+
+    async def session_over(self) -> None:
+        """The session ended: a run whose Task never started (its input was still queued)
+        gets its terminal status here, as every run must."""
+        for run in list(self.runs.values()):
+            if not run.finished:
+                await run.gate.wait()
+                async with run.lock:
+                    await self.finish(run, "cancelled", "the session ended")
+
+    async def deliver(self, run: Run, event: Event) -> None:
+        msg = event.msg
+        async with run.lock:
+            if run.finished:
+                return
+            wire = orjson.loads(encode_event(event))
+            meta = {"codexcore": wire}
+            events = build(run.view, msg)
+            if not events and self.wants_codexcore:
+                events = [codexcore_event(wire["msg"])]
+            for agent_event in events:
+                await self.send_event(run, agent_event, meta)
+            if isinstance(msg, TokenCount):
+                await self.send_context(run, msg)
+            terminal = _terminal(msg)
+            if terminal is not None:
+                await self.finish(run, *terminal)
+        if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+            await self.approval(run, msg)
+
+    async def send_event(self, run: Run, event: AgentEvent, meta: Mapping[str, Any]) -> None:
+        params = {"run_id": run.id, "seq": run.seq, "event": event, "meta": meta}
+        run.seq += 1
+        await self.ctx.notify("agent.event", params)
+
+    async def send_status(self, run: Run, status: str, message: str | None = None) -> None:
+        run.status = status
+        params: dict[str, Any] = {"run_id": run.id, "status": status}
+        if message:
+            params["message"] = message
+        await self.ctx.notify("run.status", params)
+
+    async def send_context(self, run: Run, usage: TokenCount) -> None:
+        from codexcore.engine import context_window
+
+        window = context_window(current_model(self))
+        used = usage.input_tokens + usage.output_tokens
+        left = max(0, min(100, round(100 * (1 - used / window))))
+        await self.ctx.notify("run.context", {"run_id": run.id, "context_left_percent": left})
+
+    async def finish(self, run: Run, status: str, message: str | None) -> None:
+        """The run's one terminal status (call with its lock held); nothing of it follows."""
+        if run.finished:
+            return
+        await self.send_status(run, status, message)
+        run.finished = True
+        run.done.set()
+        if self.active is run:
+            self.active = None
+        current = asyncio.current_task()
+        for task in run.confirms:
+            if task is not current:
+                task.cancel()
+        finished = [r for r in self.runs.values() if r.finished]
+        for old in finished[: max(0, len(finished) - KEPT_RUNS)]:
+            del self.runs[old.id]
+
+    # --- approvals --------------------------------------------------------------------------
+
+    async def approval(
+        self, run: Run, request: ExecApprovalRequest | ApplyPatchApprovalRequest
+    ) -> None:
+        if self.ctx.client_capabilities.get("supports_confirm") is not True:
+            await self.decide(run, request, "denied", NO_CONFIRM)
+            return
+        async with run.lock:
+            if run.finished:
+                return
+            await self.send_status(run, "awaiting_ui", "waiting for confirmation")
+        task = self.spawn(self.confirm(run, request))
+        run.confirms.add(task)
+        task.add_done_callback(run.confirms.discard)
+
+    async def confirm(
+        self, run: Run, request: ExecApprovalRequest | ApplyPatchApprovalRequest
+    ) -> None:
+        from ._jsonrpc_server import ConnectionClosed
+
+        try:
+            answer = await self.ctx.request("ui.confirm.request", confirm_params(run.id, request))
+        except ConnectionClosed:
+            return  # the UI is gone: the request stays unanswered (see docs/jsonrpc.md)
+        except RpcError as exc:
+            answer = {"ok": False, "reason": f"the UI could not confirm: {exc.message}"}
+        ok, remember, reason = _confirm_result(answer)
+        async with run.lock:
+            if run.finished:
+                return
+            await self.send_status(run, "running")
+        decision: ReviewDecision = "approved_for_session" if ok and remember else "approved"
+        await self.decide(run, request, decision if ok else "denied", None if ok else reason)
+
+    async def decide(
+        self,
+        run: Run,
+        request: ExecApprovalRequest | ApplyPatchApprovalRequest,
+        decision: ReviewDecision,
+        reason: str | None,
+    ) -> None:
+        """Answer the engine; a denial also closes the call's line in the UI (the engine
+        runs nothing, so no event would)."""
+        if decision == "denied":
+            async with run.lock:
+                tool = run.view.open_calls.pop(request.call_id, None)
+                if tool is not None and not run.finished:
+                    result = f"denied: {reason}" if reason else "denied"
+                    event = {
+                        "type": "tool_result",
+                        "tool": tool,
+                        "result": result,
+                        "tool_call_id": request.call_id,
+                        "is_error": True,
+                    }
+                    await self.send_event(run, event, {})
+        op: Op
+        if isinstance(request, ExecApprovalRequest):
+            op = ExecApproval(request.call_id, decision, reason)
+        else:
+            op = PatchApproval(request.call_id, decision, reason)
+        with contextlib.suppress(RpcError):  # the session ended: nothing waits for it
+            await self.submit(op)
+
+
+def _terminal(msg: Any) -> tuple[str, str | None] | None:
+    if isinstance(msg, TaskComplete):
+        return ("completed", None)
+    if isinstance(msg, TurnAborted):
+        return ("cancelled", msg.reason)
+    if isinstance(msg, ErrorEvent):
+        return ("error", msg.message)
+    return None
+
+
+def confirm_params(
+    run_id: str, request: ExecApprovalRequest | ApplyPatchApprovalRequest
+) -> dict[str, Any]:
+    """``ui.confirm.request``'s params for an approval request (seed 000, section 7.1)."""
+    if isinstance(request, ExecApprovalRequest):
+        title = "Run command?"
+        lines = [shlex.join(request.command), f"in {request.cwd}"]
+    else:
+        title = "Apply patch?"
+        lines = [
+            f"{path} -> {target}" if target != path else path
+            for path, target in {
+                p: request.resolved_paths.get(p, p) for p in request.changes
+            }.items()
+        ]
+    if request.reason:
+        lines.append(request.reason)
+    return {
+        "run_id": run_id,
+        "title": title,
+        "message": "\n".join(lines),
+        "confirm_label": "Allow",
+        "cancel_label": "Deny",
+        "danger_level": "danger" if request.reason else "normal",
+        "allow_remember": True,
+        "allow_reason": True,
+    }
+
+
+def _confirm_result(answer: Any) -> tuple[bool, bool, str | None]:
+    """``{ok, remember?, reason?}`` (Codelia sends ``reason: null`` when there is none)."""
+    if not isinstance(answer, dict):
+        return False, False, "the UI's answer was not an object"
+    reason = answer.get("reason")
+    reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
+    return answer.get("ok") is True, answer.get("remember") is True, reason
+
+
+# --- the methods ---------------------------------------------------------------------------

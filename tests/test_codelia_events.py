@@ -1,0 +1,238 @@
+"""The EventMsg -> AgentEvent table of seed 000 (adapters/_codelia_events.py), checked whole."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+from codexcore.adapters._codelia_events import (
+    AGENT_EVENT_TYPES,
+    MAPPING,
+    NOT_SENT,
+    RunView,
+    build,
+    failure_kind,
+)
+from codexcore.adapters._codelia_runs import _confirm_result, confirm_params
+from codexcore.engine import DEFAULT_CONTEXT_WINDOW, MODEL_DETAILS, context_window, model_details
+from codexcore.protocol import (
+    AddChange,
+    AgentMessage,
+    AgentMessageDelta,
+    AgentReasoning,
+    AgentReasoningDelta,
+    ApplyPatchApprovalRequest,
+    ErrorEvent,
+    EventMsg,
+    ExecApprovalRequest,
+    ExecCommandBegin,
+    ExecCommandEnd,
+    ExecCommandOutputDelta,
+    FileChange,
+    PatchApplyBegin,
+    PatchApplyEnd,
+    SandboxPolicy,
+    SessionConfigured,
+    SessionHistory,
+    SessionList,
+    ShutdownComplete,
+    StreamError,
+    SubmissionAck,
+    TaskComplete,
+    TaskStarted,
+    TokenCount,
+    TurnAborted,
+    TurnComplete,
+    TurnDiff,
+    UpdateChange,
+    WarningEvent,
+)
+
+# The union of Codelia's AgentEvent (packages/shared-types/src/events.ts), as its source spells it.
+CODELIA_UNION = {
+    "text",
+    "reasoning",
+    "llm.retry",
+    "step_start",
+    "tool_call",
+    "tool_result",
+    "permission.preview",
+    "permission.ready",
+    "step_complete",
+    "compaction_start",
+    "compaction_complete",
+    "hidden_user_message",
+    "final",
+}
+
+CHANGES: dict[str, FileChange] = {
+    "/w/a.txt": UpdateChange("@@ -1 +1 @@\n-old\n+new\n"),
+    "/w/b.txt": AddChange("hi\n"),
+}
+
+ONE_OF_EACH: list[EventMsg] = [
+    SessionConfigured("s", "gpt-5", "/w", "on-request", SandboxPolicy(), "server"),
+    TaskStarted(),
+    AgentMessageDelta("Hel"),
+    AgentMessage("Hello"),
+    AgentReasoningDelta("thi"),
+    AgentReasoning("thinking"),
+    ExecApprovalRequest("c1", ("touch", "x y"), "/w"),
+    ExecCommandBegin("c1", ("touch", "x y"), "/w"),
+    ExecCommandOutputDelta("c1", "stdout", b"out"),
+    ExecCommandEnd("c1", "out\n", "", "out\n", 0, 5, "completed"),
+    ApplyPatchApprovalRequest("p1", CHANGES),
+    PatchApplyBegin("p1", False, CHANGES),
+    PatchApplyEnd("p1", "M a.txt", "", True),
+    TurnDiff("diff"),
+    TokenCount(10, 0, 5, 0, 15),
+    WarningEvent("careful"),
+    StreamError("HTTP 429: slow down", 1, 5),
+    TurnComplete("r1"),
+    SubmissionAck("x", False),
+    SessionList(()),
+    SessionHistory("s", 0, 0, ()),
+    TaskComplete("Hello"),
+    TurnAborted("interrupted"),
+    ErrorEvent("boom", "internal"),
+    ShutdownComplete(),
+]
+
+
+def test_every_event_type_is_mapped_or_listed_as_not_sent() -> None:
+    (union,) = typing.get_args(EventMsg)[:1]
+    engine_types = {member.TYPE for member in typing.get_args(union)}
+    assert set(MAPPING) | set(NOT_SENT) == engine_types
+    assert not set(MAPPING) & set(NOT_SENT)
+    assert {type(msg).TYPE for msg in ONE_OF_EACH} == engine_types
+
+
+def test_nothing_built_falls_outside_codelias_union() -> None:
+    assert AGENT_EVENT_TYPES == CODELIA_UNION
+    for preflight in (False, True):
+        run = RunView("run-1", preflight=preflight)
+        built = [event for msg in ONE_OF_EACH for event in build(run, msg)]
+        assert {event["type"] for event in built} <= CODELIA_UNION
+        types = [event["type"] for event in built]
+        assert ("permission.preview" in types) is preflight
+        assert ("permission.ready" in types) is preflight
+
+
+def test_a_command_is_one_call_and_one_result_with_its_command_as_a_string() -> None:
+    run = RunView("run-1", preflight=True)
+    built = [e for m in ONE_OF_EACH[6:10] for e in build(run, m)]
+    assert [e["type"] for e in built] == [
+        "step_start",
+        "tool_call",
+        "permission.ready",
+        "tool_result",
+    ]
+    assert built[1]["args"] == {"command": "touch 'x y'", "cwd": "/w"}
+    result = json.loads(built[3]["result"])
+    assert result == {
+        "state": "completed",
+        "command": "touch 'x y'",
+        "exit_code": 0,
+        "duration_ms": 5,
+        "stdout": "out",
+    }
+    assert built[3]["tool_call_id"] == "c1"
+    assert built[3]["is_error"] is False
+
+
+def test_a_patch_previews_its_diff_and_its_result_carries_the_same() -> None:
+    run = RunView("run-1", preflight=True)
+    built = [e for m in ONE_OF_EACH[10:13] for e in build(run, m)]
+    types = [e["type"] for e in built]
+    assert types == [
+        "step_start",
+        "tool_call",
+        "permission.preview",
+        "permission.ready",
+        "tool_result",
+    ]
+    preview = built[2]["diff"]
+    assert "+new" in preview
+    assert "+++ b//w/b.txt" in preview
+    assert json.loads(built[4]["result"])["diff"] == preview
+
+
+def test_turns_are_steps_and_the_task_ends_with_final() -> None:
+    run = RunView("run-1")
+    built = [
+        e
+        for m in (
+            TaskStarted(),
+            AgentMessage("a"),
+            TurnComplete("r"),
+            AgentMessage("b"),
+            TaskComplete("b"),
+        )
+        for e in build(run, m)
+    ]
+    assert [e["type"] for e in built] == [
+        "step_start",
+        "text",
+        "step_complete",
+        "step_start",
+        "text",
+        "step_complete",
+        "final",
+    ]
+    assert built[-1] == {"type": "final", "content": "b"}
+    assert [e["step_number"] for e in built if e["type"] == "step_start"] == [1, 2]
+
+
+def test_a_call_left_open_is_closed_when_the_turn_ends() -> None:
+    run = RunView("run-1")
+    build(run, ExecApprovalRequest("c9", ("rm", "x"), "/w"))
+    closing = build(run, TurnAborted("interrupted"))
+    assert closing[0] == {
+        "type": "tool_result",
+        "tool": "shell",
+        "result": "aborted",
+        "tool_call_id": "c9",
+        "is_error": True,
+    }
+
+
+def test_retry_kinds() -> None:
+    assert failure_kind("HTTP 429 Too Many Requests") == "rate_limit"
+    assert failure_kind("the stream was idle for 300 s") == "timeout"
+    assert failure_kind("HTTP 500") == "provider"
+
+
+def test_the_model_table_answers_snapshots_by_family_and_unknown_models_conservatively() -> None:
+    assert next(iter(MODEL_DETAILS)) == "gpt-5.1-codex"
+    dates = [d.release_date for d in MODEL_DETAILS.values()]
+    assert dates == sorted(dates, reverse=True)  # newest first, as model.list lists them
+    assert context_window("gpt-5-codex-2025-09-15") == 400_000  # its family, not gpt-5's alone
+    assert model_details("gpt-4o-mini-2024-07-18") == MODEL_DETAILS["gpt-4o-mini"]
+    assert context_window("llama3:8b") == DEFAULT_CONTEXT_WINDOW
+    assert DEFAULT_CONTEXT_WINDOW == min(d.context_window for d in MODEL_DETAILS.values())
+
+
+def test_only_an_explicit_ok_true_approves() -> None:
+    assert _confirm_result({"ok": True, "remember": True, "reason": None}) == (True, True, None)
+    assert _confirm_result({"ok": False, "remember": False, "reason": " no "}) == (
+        False,
+        False,
+        "no",
+    )
+    for answer in ({"ok": "true"}, {"ok": 1}, None, [True], "ok", {}):
+        assert _confirm_result(answer)[0] is False, answer
+
+
+def test_a_confirm_shows_where_a_patch_really_writes() -> None:
+    request = ApplyPatchApprovalRequest(
+        "p1",
+        {"/w/link": AddChange("x\n")},
+        reason="writes outside the writable roots: link -> /etc/x",
+        resolved_paths={"/w/link": "/etc/x"},
+    )
+    params = confirm_params("run-1", request)
+    assert params["message"].splitlines()[0] == "/w/link -> /etc/x"
+    assert params["danger_level"] == "danger"
+    exec_params = confirm_params("run-1", ExecApprovalRequest("c1", ("rm", "-rf", "a b"), "/w"))
+    assert exec_params["message"] == "rm -rf 'a b'\nin /w"
+    assert exec_params["danger_level"] == "normal"
