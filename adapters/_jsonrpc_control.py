@@ -43,9 +43,16 @@ class InjectPrompt:
     prompt: str
 
 
+_EVENT_NAMES = {"enum": [ALL_EVENTS, *EVENT_TYPES]}
+
+
 @attrs.frozen
 class Subscription:
-    events: Any
+    """``{events}``: one event type, or a list of them; ``"*"`` is all."""
+
+    events: Any = attrs.field(
+        metadata={"schema": {"anyOf": [_EVENT_NAMES, {"type": "array", "items": _EVENT_NAMES}]}}
+    )
 
 
 async def _status_of(ctx: RpcContext) -> SessionStatus:

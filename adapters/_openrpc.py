@@ -124,7 +124,8 @@ class _Schemas:
         self._names: dict[type, str] = {}
 
     def descriptors(self, cls: type) -> list[dict[str, Any]]:
-        """One OpenRPC content descriptor per field of ``cls`` (its wire name)."""
+        """One OpenRPC content descriptor per field of ``cls``: its wire name, and its schema
+        from its type hint or, given, its ``metadata={"schema": ...}``."""
         hints = typing.get_type_hints(cls)
         return [
             {
@@ -156,7 +157,8 @@ class _Schemas:
         return {"$ref": SCHEMAS + name}
 
     def _field(self, hint: Any, field: attrs.Attribute[Any]) -> dict[str, Any]:
-        schema = self.hint(hint)
+        # A field decoded by hand (typed Any) states its schema in its metadata.
+        schema = dict(field.metadata.get("schema") or self.hint(hint))
         default = field.default
         if default is not attrs.NOTHING and not isinstance(default, attrs.Factory):  # type: ignore[arg-type]
             schema = {**schema, "default": default}
