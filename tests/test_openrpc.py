@@ -165,8 +165,8 @@ def minimal(schema: dict[str, Any], document: dict[str, Any]) -> Any:
     if kind == "object":
         properties = schema.get("properties", {})
         return {name: minimal(properties[name], document) for name in schema.get("required", [])}
-    simplest = {"array": [], "string": "x", "integer": 0, "number": 0, "boolean": False}
-    return simplest.get(kind)
+    simplest: dict[Any, Any] = {"array": [], "string": "x", "integer": 0, "number": 0}
+    return simplest.get(kind, False if kind == "boolean" else None)
 
 
 def minimal_params(method: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
