@@ -147,8 +147,9 @@ class MethodTable:
         The rest only describes the method in the OpenRPC document: ``summary``
         (one line), ``result`` (the JSON Schema of its result; none: ``{}``,
         anything), ``notifications`` (the names, declared with :meth:`sends`,
-        of what it sends the client while it runs), ``shapes`` (for ``dict``
-        params: the attrs classes of the shapes it accepts, the first the main one),
+        of what it sends the client while it runs), ``shapes`` (the attrs classes
+        of the shapes its params take, the first the main one: for ``dict`` params,
+        or fields that depend on each other, as "``name``, unless ``reset``"),
         ``errors`` (the codes of :data:`~._jsonrpc_errors.ERRORS` it raises itself,
         beyond those every method can answer).
         """

@@ -205,7 +205,7 @@ async def test_every_method_answers_as_the_document_says(tmp_path: Path) -> None
         argv = [PY, "-m", "codexcore", "serve", "--stdio"]
         server = await StdioServer.start(http.base_url, tmp_path, argv=argv)
         try:
-            answered = []
+            answered: list[tuple[str, int | None]] = []
             for rid, method in enumerate(call_order(document), start=1):
                 params = minimal_params(method, document)
                 await server.send(
@@ -221,9 +221,35 @@ async def test_every_method_answers_as_the_document_says(tmp_path: Path) -> None
                     assert message["error"]["code"] in listed, (method["name"], message)
                 else:
                     validates(method["result"]["schema"], message["result"], document)
-                answered.append((method["name"], "error" in message))
+                answered.append((method["name"], message.get("error", {}).get("code")))
             assert await server.wait_exit() == 0, server.context()
         finally:
             await server.kill()
-    # The smallest valid params are accepted: every method answered with a result.
-    assert [name for name, failed in answered if failed] == [], answered
+    # The params schema is exact: the smallest params it allows are never refused as invalid
+    # (a method may still refuse them for the server's state, as an unknown run_id).
+    refused = [name for name, code in answered if code == -32602]
+    assert refused == [], f"the document's params of {refused} allow what the server refuses"
+    assert any(code is None for _, code in answered), answered
+
+
+async def test_each_shape_of_a_method_is_answered_as_the_document_says(tmp_path: Path) -> None:
+    """Each shape a method lists (``initialize``: seed 000's and seed 001's), smallest, is answered
+    with a result the document's schema takes (each on a connection of its own: once each)."""
+    document = cli_document()
+    shaped = [m for m in document["methods"] if "x-params-shapes" in m]
+    assert "initialize" in [m["name"] for m in shaped]
+    argv = [PY, "-m", "codexcore", "serve", "--stdio"]
+    for method in shaped:
+        for number, shape in enumerate(method["x-params-shapes"]):
+            server = await StdioServer.start(None, tmp_path, argv=argv)
+            try:
+                params = minimal(shape, document)
+                await server.send(
+                    {"jsonrpc": "2.0", "id": number, "method": method["name"], "params": params}
+                )
+                answer = await server.recv()
+                assert answer is not None, server.context()
+                assert "result" in answer, (params, answer)
+                validates(method["result"]["schema"], answer["result"], document)
+            finally:
+                await server.kill()
