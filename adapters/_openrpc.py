@@ -145,8 +145,9 @@ class _Schemas:
                 name += "_"
             self._names[cls] = name
             self.defs[name] = {}  # reserve first: classes may nest
-            properties = {d["name"]: d["schema"] for d in self.descriptors(cls)}
-            required = [d["name"] for d in self.descriptors(cls) if d["required"]]
+            fields = self.descriptors(cls)
+            properties = {d["name"]: d["schema"] for d in fields}
+            required = [d["name"] for d in fields if d["required"]]
             self.defs[name] = {
                 "type": "object",
                 "title": cls.__name__,
