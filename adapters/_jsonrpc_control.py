@@ -211,12 +211,15 @@ def add_control_methods(table: MethodTable) -> None:
         result=_status_result("prompt_injected", prompt=_TEXT),
         errors=errors,
     )
-    for name, handler in (("subscribe", subscribe), ("unsubscribe", unsubscribe)):
+    for name, handler, summary in (
+        ("subscribe", subscribe, "Receive these event notifications; answers all subscribed"),
+        ("unsubscribe", unsubscribe, "Stop these event notifications; answers what is left"),
+    ):
         table.add(
             name,
             handler,
             Subscription,
-            summary=f"{name.capitalize()} this connection to/from event notifications",
+            summary=summary,
             result=_SUBSCRIBED,
             notifications=("event",),
             errors=errors,
