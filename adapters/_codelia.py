@@ -31,10 +31,11 @@ from codexcore.protocol import (
     UserInput,
 )
 
-from ._codelia_models import ModelList, ModelSet, model_list, model_set
+from ._codelia_models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
 from ._codelia_runs import Codelia, Run
 from ._host import Attachment
 from ._jsonrpc import INVALID_PARAMS, RpcError
+from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable
 
 if TYPE_CHECKING:
@@ -50,9 +51,26 @@ CANCEL_WAIT = 10.0
 """Seconds run.cancel waits for the interrupted Task's end (it comes within one)."""
 
 
+_TEXT_PART = {
+    "type": "object",
+    "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+    "required": ["type", "text"],
+}
+INPUT_SCHEMA = {
+    "oneOf": [
+        _TEXT_PART,
+        {
+            "type": "object",
+            "properties": {"type": {"const": "parts"}, "parts": {"type": "array", "minItems": 1}},
+            "required": ["type", "parts"],
+        },
+    ]
+}
+
+
 @attrs.frozen
 class RunStart:
-    input: dict[str, Any]
+    input: dict[str, Any] = attrs.field(metadata={"schema": INPUT_SCHEMA})
     tools: list[Any] | None = None  # the UI's own tools: accepted, not offered to the model
     tool_choice: Any = None
     session_id: str | None = None
@@ -217,9 +235,41 @@ async def _model_set(ctx: RpcContext, params: ModelSet) -> dict[str, Any]:
 def register(table: MethodTable) -> None:
     """Seed 000's run flow: run.start, run.cancel, model.list, model.set, and the
     runtime-to-UI confirm with its preflight events."""
-    table.add("run.start", run_start, RunStart)
-    table.add("run.cancel", run_cancel, RunCancel)
-    table.add("model.list", _model_list, ModelList)
-    table.add("model.set", _model_set, ModelSet)
+    from ._codelia_schemas import NOTIFICATIONS, RESULTS, declare
+
+    run_errors = (RUNTIME_BUSY, SERVER_ERROR, SESSION_NOT_FOUND, SESSION_LOAD_FAILED)
+    table.add(
+        "run.start",
+        run_start,
+        RunStart,
+        summary="Start a run on the session (or on session_id's)",
+        result=RESULTS["run.start"],
+        notifications=NOTIFICATIONS,
+        errors=run_errors,
+    )
+    table.add(
+        "run.cancel",
+        run_cancel,
+        RunCancel,
+        summary="Cancel a run: best-effort and idempotent",
+        result=RESULTS["run.cancel"],
+        errors=(RUN_NOT_FOUND, SERVER_ERROR),
+    )
+    table.add(
+        "model.list",
+        _model_list,
+        ModelList,
+        summary="The models, newest first, and the current one",
+        result=RESULTS["model.list"],
+    )
+    table.add(
+        "model.set",
+        _model_set,
+        ModelSet,
+        summary="Choose the model (and reasoning) from the next run",
+        result=RESULTS["model.set"],
+        shapes=(ModelByName, ModelReset),
+    )
+    declare(table)
     table.provide("supports_ui_requests")
     table.provide("supports_permission_preflight_events")

@@ -10,6 +10,7 @@ Task runs would abort it).
 
 from __future__ import annotations
 
+import typing
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -90,6 +91,23 @@ def model_list(state: Codelia, params: ModelList) -> dict[str, Any]:
     if params.include_details:
         result["details"] = {name: attrs.asdict(d) for name, d in MODEL_DETAILS.items()}
     return _shown(result, state)
+
+
+@attrs.frozen
+class ModelByName:
+    """``model.set`` choosing a model (and, optionally, its reasoning)."""
+
+    name: str
+    provider: str | None = None
+    reasoning: str | None = None
+
+
+@attrs.frozen
+class ModelReset:
+    """``model.set`` going back to the configuration's model."""
+
+    reset: typing.Literal[True]
+    provider: str | None = None
 
 
 def model_set(state: Codelia, params: ModelSet) -> dict[str, Any]:

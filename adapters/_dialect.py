@@ -23,7 +23,8 @@ import orjson
 from ._framing import Item, LineTooLong
 from ._host import HostRefusal, SessionHost
 from ._jsonrpc import NOT_INITIALIZED, UNAUTHORIZED, RpcError, dumps, error_response
-from ._jsonrpc_server import SERVER_ERROR, RpcConnection, RpcOptions
+from ._jsonrpc_errors import SERVER_ERROR
+from ._jsonrpc_server import RpcConnection, RpcOptions
 from ._native import Conduit, Lines, refuse, send_and_close, serve_connection, serve_stdio_session
 
 Protocol = Literal["auto", "native", "jsonrpc"]

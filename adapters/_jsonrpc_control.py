@@ -23,12 +23,11 @@ from codexcore.protocol import Checkpoint, InjectInput, Op, Stop, Submission, Te
 from ._control_status import ALL_EVENTS, EVENT_TYPES, SessionStatus, statuses
 from ._host import HostRefusal, NotAccepted
 from ._jsonrpc import INVALID_PARAMS, RpcError
+from ._jsonrpc_errors import SERVER_ERROR
 
 if TYPE_CHECKING:
     from ._jsonrpc_methods import MethodTable
     from ._jsonrpc_server import RpcContext
-
-SERVER_ERROR = -32000
 
 
 # --- the methods ------------------------------------------------------------------------------
@@ -44,9 +43,16 @@ class InjectPrompt:
     prompt: str
 
 
+_EVENT_NAMES = {"enum": [ALL_EVENTS, *EVENT_TYPES]}
+
+
 @attrs.frozen
 class Subscription:
-    events: Any
+    """``{events}``: one event type, or a list of them; ``"*"`` is all."""
+
+    events: Any = attrs.field(
+        metadata={"schema": {"anyOf": [_EVENT_NAMES, {"type": "array", "items": _EVENT_NAMES}]}}
+    )
 
 
 async def _status_of(ctx: RpcContext) -> SessionStatus:
@@ -131,11 +137,96 @@ async def unsubscribe(ctx: RpcContext, params: Subscription) -> dict[str, Any]:
     return {"subscribed": _listed(events)}
 
 
+def _status_result(value: str, **more: Any) -> dict[str, Any]:
+    properties = {"status": {"const": value}, **more}
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+_TEXT = {"type": "string"}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+STATUS_FIELDS: dict[str, Any] = {
+    "task_name": _TEXT,
+    "task_dir": _TEXT,
+    "iteration": {"type": "integer", "minimum": 0},
+    "max_iterations": {"type": ["integer", "null"]},
+    "current_story": _NULLABLE_TEXT,
+    "agent": {"const": "codexcore"},
+    "status": {"enum": ["idle", "running", "awaiting_approval", "stopping", "stopped"]},
+    "interactive_mode": {"type": "boolean"},
+    "started_at": _TEXT,
+    "updated_at": _TEXT,
+    "recent_output": {"type": "array", "items": _TEXT},
+}
+"""``get_status``'s result, field by field (``state_change`` carries some of them)."""
+
+_SUBSCRIBED = {
+    "type": "object",
+    "properties": {"subscribed": {"type": "array", "items": {"enum": [ALL_EVENTS, *EVENT_TYPES]}}},
+    "required": ["subscribed"],
+}
+_EVENT = {
+    "type": "object",
+    "properties": {
+        "type": {"enum": list(EVENT_TYPES)},
+        "timestamp": _TEXT,
+        "data": {"type": "object"},
+    },
+    "required": ["type", "timestamp", "data"],
+}
+
+
 def add_control_methods(table: MethodTable) -> None:
     """Register seed 004's methods in ``table``."""
-    table.add("get_status", get_status, NoParams)
-    table.add("stop", stop, NoParams)
-    table.add("checkpoint", checkpoint, NoParams)
-    table.add("inject_prompt", inject_prompt, InjectPrompt)
-    table.add("subscribe", subscribe, Subscription)
-    table.add("unsubscribe", unsubscribe, Subscription)
+    status = {"type": "object", "properties": STATUS_FIELDS, "required": list(STATUS_FIELDS)}
+    errors = (SERVER_ERROR,)
+    table.add(
+        "get_status",
+        get_status,
+        NoParams,
+        summary="The session's status (seed 004's fields)",
+        result=status,
+        errors=errors,
+    )
+    table.add(
+        "stop",
+        stop,
+        NoParams,
+        summary="End the running Task after its current Turn",
+        result=_status_result("stop_requested"),
+        errors=errors,
+    )
+    table.add(
+        "checkpoint",
+        checkpoint,
+        NoParams,
+        summary="Write the rollout and pause after the current Turn until the next input",
+        result=_status_result("checkpoint_requested"),
+        errors=errors,
+    )
+    table.add(
+        "inject_prompt",
+        inject_prompt,
+        InjectPrompt,
+        summary="Give the model this prompt with its next request",
+        result=_status_result("prompt_injected", prompt=_TEXT),
+        errors=errors,
+    )
+    for name, handler, summary in (
+        ("subscribe", subscribe, "Receive these event notifications; answers all subscribed"),
+        ("unsubscribe", unsubscribe, "Stop these event notifications; answers what is left"),
+    ):
+        table.add(
+            name,
+            handler,
+            Subscription,
+            summary=summary,
+            result=_SUBSCRIBED,
+            notifications=("event",),
+            errors=errors,
+        )
+    table.sends(
+        "event",
+        "Seed 004: output (one line of agent text or command output: data.line) or "
+        "state_change (the get_status fields that changed) of a subscribed session",
+        _EVENT,
+    )

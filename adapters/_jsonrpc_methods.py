@@ -26,6 +26,7 @@ from codexcore import __version__
 
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
 from ._jsonrpc_control import add_control_methods
+from ._rpc_schemas import INITIALIZE_RESULT, PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 P = TypeVar("P")
 Handler = Callable[["RpcContext", P], Awaitable[Any]]
 
-PROTOCOL_VERSION = "0"
-"""Seed 000's protocol version, the one this dialect speaks."""
 
 SEED_METHODS: Mapping[str, tuple[str, ...]] = {
     "000": (
@@ -93,9 +92,26 @@ CAPABILITIES_001: Mapping[str, str] = {
 
 @attrs.frozen
 class Method(Generic[P]):
+    """A registered method and what the OpenRPC document (``schema --openrpc``) says of it."""
+
     name: str
     handler: Handler[P]
     params: type[P]
+    summary: str = ""
+    result: Mapping[str, Any] | None = None
+    notifications: tuple[str, ...] = ()
+    shapes: tuple[type, ...] = ()
+    errors: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class Outbound:
+    """A message the runtime sends its client: a notification, or (``result`` set) a request."""
+
+    name: str
+    summary: str
+    params: type | Mapping[str, Any]
+    result: Mapping[str, Any] | None = None
 
 
 class MethodTable:
@@ -105,8 +121,21 @@ class MethodTable:
         self._methods: dict[str, Method[Any]] = {}
         self._features: set[str] = set()
         self._unbounded: set[str] = set()
+        self._outbound: dict[str, Outbound] = {}
 
-    def add(self, name: str, handler: Handler[P], params: type[P], *, bounded: bool = True) -> None:
+    def add(
+        self,
+        name: str,
+        handler: Handler[P],
+        params: type[P],
+        *,
+        bounded: bool = True,
+        summary: str = "",
+        result: Mapping[str, Any] | None = None,
+        notifications: tuple[str, ...] = (),
+        shapes: tuple[type, ...] = (),
+        errors: tuple[int, ...] = (),
+    ) -> None:
         """Register ``handler(ctx, params)``; its result is the response's ``result``.
 
         ``params`` is an attrs class (decoded by :func:`decode_params`) or
@@ -114,12 +143,50 @@ class MethodTable:
         answer with an error; any other exception is -32603. ``bounded``
         False admits the method's calls beyond the connection's bound on calls
         in flight (for a method that must always get through, as ``exit``).
+
+        The rest only describes the method in the OpenRPC document: ``summary``
+        (one line), ``result`` (the JSON Schema of its result; none: ``{}``,
+        anything), ``notifications`` (the names, declared with :meth:`sends`,
+        of what it sends the client while it runs), ``shapes`` (the attrs classes
+        of the shapes its params take, the first the main one: for ``dict`` params,
+        or fields that depend on each other, as "``name``, unless ``reset``"),
+        ``errors`` (the codes of :data:`~._jsonrpc_errors.ERRORS` it raises itself,
+        beyond those every method can answer).
         """
         if name in self._methods:
             raise ValueError(f"method {name!r} is already registered")
-        self._methods[name] = Method(name, handler, params)
+        self._methods[name] = Method(
+            name,
+            handler,
+            params,
+            summary,
+            result,
+            tuple(notifications),
+            tuple(shapes),
+            tuple(errors),
+        )
         if not bounded:
             self._unbounded.add(name)
+
+    def sends(
+        self,
+        name: str,
+        summary: str,
+        params: type | Mapping[str, Any],
+        result: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Declare a message the runtime sends its client, for the OpenRPC document:
+        a notification, or, with ``result`` (the schema of the client's answer), a
+        request (as ``ui.confirm.request``). ``params`` is an attrs class, or the JSON
+        Schema of an object (its ``properties`` become the params)."""
+        if name in self._outbound:
+            raise ValueError(f"{name!r} is already declared")
+        self._outbound[name] = Outbound(name, summary, params, result)
+
+    @property
+    def outbound(self) -> list[Outbound]:
+        """What :meth:`sends` declared, by name."""
+        return [self._outbound[name] for name in sorted(self._outbound)]
 
     @property
     def unbounded(self) -> frozenset[str]:
@@ -297,7 +364,15 @@ def standard_methods() -> MethodTable:
     from ._seed001 import register as seed001
 
     table = MethodTable()
-    table.add("initialize", initialize, dict)
+    table.add(
+        "initialize",
+        initialize,
+        dict,
+        summary="The handshake, answered in the shape it was asked in (seed 000 or 001)",
+        result=INITIALIZE_RESULT,
+        shapes=(Initialize000, Initialize001),
+        errors=(UNAUTHORIZED,),
+    )
     _codelia.register(table)  # seed 000: run.start, run.cancel, model.list, model.set
     seed001(table)  # seed 001: chat, exit
     add_control_methods(table)  # seed 004: get_status, stop, checkpoint, inject_prompt, ...

@@ -44,6 +44,7 @@ from ._jsonrpc import (
     Send,
     notification,
 )
+from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable, decode_params, standard_methods
 from ._native import Conduit, Lines, send_and_close
 
@@ -51,7 +52,6 @@ log = get_logger(__name__)
 
 Listener = Callable[[Event], Awaitable[None]]
 RawListener = Callable[[list[bytes]], Awaitable[None]]
-SERVER_ERROR = -32000
 
 _CURRENT_CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("codexcore_rpc_call")
 

@@ -61,8 +61,10 @@ from codexcore.protocol import (
 
 from ._host import Attachment, NotAccepted
 from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Id, RpcError
+from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable
-from ._jsonrpc_server import SERVER_ERROR, RpcContext, current_call
+from ._jsonrpc_server import RpcContext, current_call
+from ._rpc_schemas import CHAT_RESULT, CHUNK
 
 log = get_logger(__name__)
 
@@ -388,5 +390,21 @@ async def exit_(ctx: RpcContext, params: dict[str, Any]) -> None:
 
 def register(table: MethodTable) -> None:
     """Add seed 001's methods to ``table``."""
-    table.add("chat", chat, ChatParams)
-    table.add("exit", exit_, dict, bounded=False)
+    table.add(
+        "chat",
+        chat,
+        ChatParams,
+        summary="Run one Task; its text streams as stream/chunk, then this answers",
+        result=CHAT_RESULT,
+        notifications=("stream/chunk",),
+        errors=(CHAT_FAILED,),
+    )
+    table.add(
+        "exit",
+        exit_,
+        dict,
+        bounded=False,
+        summary="(A notification) answer every chat, then end the session and a stdio server",
+        result={"type": "null"},
+    )
+    table.sends("stream/chunk", "Seed 001: a piece of a chat's text, in order", CHUNK)

@@ -1,0 +1,64 @@
+"""JSON Schemas of the dialect's results and notifications, for the OpenRPC document.
+
+They sit here, apart from the handlers that build those values, to keep each
+module short; tests check the server's real answers against them
+(``tests/test_openrpc.py``), so they cannot drift unnoticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PROTOCOL_VERSION = "0"
+"""Seed 000's protocol version, the one this dialect speaks."""
+
+_BOOLS = {"type": "object", "additionalProperties": {"type": "boolean"}}
+INITIALIZE_RESULT: Mapping[str, Any] = {
+    "oneOf": [
+        {
+            "title": "seed 000",
+            "type": "object",
+            "properties": {
+                "protocol_version": {"const": PROTOCOL_VERSION},
+                "server": {
+                    "type": "object",
+                    "properties": {"name": {"const": "codexcore"}, "version": {"type": "string"}},
+                    "required": ["name", "version"],
+                },
+                "server_capabilities": _BOOLS,
+            },
+            "required": ["protocol_version", "server", "server_capabilities"],
+        },
+        {
+            "title": "seed 001",
+            "type": "object",
+            "properties": {
+                "serverName": {"const": "codexcore"},
+                "serverVersion": {"type": "string"},
+                "capabilities": _BOOLS,
+            },
+            "required": ["serverName", "serverVersion", "capabilities"],
+        },
+    ]
+}
+
+
+CHAT_RESULT = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string"},
+        "suggestions": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["message", "suggestions"],
+}
+CHUNK = {
+    "type": "object",
+    "properties": {
+        "requestId": {"type": ["integer", "number", "string"]},
+        "chunk": {"type": "string"},
+        "done": {"type": "boolean"},
+        "index": {"type": "integer", "minimum": 0},
+    },
+    "required": ["requestId", "chunk", "done", "index"],
+}
