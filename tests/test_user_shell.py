@@ -29,7 +29,7 @@ from codexcore.testing import ScriptedModel, shell_call, text_response
 from codexcore.tools.sandbox import probe_sandbox
 
 from .engine_helpers import Recorder, running_engine
-from .test_engine_stop import CommandGate, gate, home, user_texts  # noqa: F401 (fixture)
+from .test_engine_stop import CommandGate, home, user_texts
 
 pytestmark = pytest.mark.anyio
 
@@ -37,6 +37,18 @@ UNCONFINED = SandboxPolicy("danger-full-access")
 needs_bwrap = pytest.mark.skipif(
     probe_sandbox().kind != "bwrap", reason=f"no working bubblewrap: {probe_sandbox().reason}"
 )
+
+
+@pytest.fixture(autouse=True)
+def clean_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The login shell reads its profile from HOME: an empty one keeps these tests
+    off the real user's profile (whose start-up a killed shell could leave half done)."""
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture
+def gate(tmp_path_factory: pytest.TempPathFactory) -> CommandGate:
+    return CommandGate(tmp_path_factory.mktemp("gate"))
 
 
 def say(text: str) -> UserInput:
@@ -85,7 +97,9 @@ async def test_output_streams_as_user_shell_and_the_next_request_carries_it(
     assert "task_started" not in ui.types(id="u1")  # no Task: nothing for the model yet
     [record] = shell_records(model.requests[0])
     assert record.startswith(f"<user_shell_command>\n<command>\n{command}\n</command>\n<result>\n")
-    assert "Exit code: 3\n" in record and "hello\n" in record and "oops\n" in record
+    assert "Exit code: 3\n" in record
+    assert "hello\n" in record
+    assert "oops\n" in record
 
 
 def test_the_users_shell_is_a_login_shell_of_shell(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,7 +124,8 @@ async def test_interrupt_kills_it_and_leaves_no_process(tmp_path: Path) -> None:
         await ui.until(p.TaskComplete, id="t1")
     assert (end.msg.exit_code, end.msg.stderr) == (-1, "command aborted by user")
     [record] = shell_records(model.requests[0])
-    assert "Exit code: -1\n" in record and "command aborted by user" in record
+    assert "Exit code: -1\n" in record
+    assert "command aborted by user" in record
 
 
 async def test_shutdown_kills_it_before_shutdown_complete(tmp_path: Path) -> None:
@@ -143,7 +158,7 @@ async def test_it_runs_beside_a_task_whose_next_request_carries_it(
     assert len(model.requests) == 2  # the record asked for no extra request
     [record] = shell_records(model.requests[1])
     assert "<command>\necho beside\n</command>" in record
-    agent_end = [e for e in ui.of(p.ExecCommandEnd) if e.call_id == "c1"][0]
+    agent_end = next(e for e in ui.of(p.ExecCommandEnd) if e.call_id == "c1")
     assert agent_end.source == "agent"
 
 
@@ -167,7 +182,8 @@ async def test_the_rollout_keeps_its_events_and_the_resumed_history_its_record(
     session_id = configured.msg.session_id
     recorded = [e.msg for e in read_events(find_rollout(home(), session_id)) if e.id == "u1"]
     assert [m.TYPE for m in recorded] == ["exec_command_begin", "exec_command_end"]
-    assert {m.source for m in recorded} == {"user_shell"}
+    assert all(isinstance(m, p.ExecCommandBegin | p.ExecCommandEnd) for m in recorded)
+    assert {getattr(m, "source", None) for m in recorded} == {"user_shell"}
     items = load_session(home(), session_id).history.items()
     texts = [part["text"] for item in items for part in item["content"]]
     assert any("<command>\necho kept\n</command>" in t and "kept\n" in t for t in texts)
@@ -186,4 +202,5 @@ async def test_under_workspace_write_it_cannot_write_outside(
     assert ui.of(p.SessionConfigured)[0].sandbox == "bwrap"
     assert (cwd / "inside.txt").read_text() == "in\n"
     assert not (outside / "escaped.txt").exists()
-    assert end.msg.exit_code != 0 and "escaped.txt" in end.msg.stderr
+    assert end.msg.exit_code != 0
+    assert "escaped.txt" in end.msg.stderr
