@@ -35,7 +35,7 @@ OPS: list[Any] = [
     ),
     p.InjectInput((p.TextInput("also this"),)),
     p.Interrupt(),
-    p.RunUserShellCommand("git status --short", timeout_ms=30000),
+    p.RunUserShellCommand("git status --short", timeout_ms=30000, cwd="src"),
     p.Stop(),
     p.Checkpoint(),
     p.ExecApproval("call_1", "approved_for_session"),

@@ -204,3 +204,24 @@ async def test_under_workspace_write_it_cannot_write_outside(
     assert not (outside / "escaped.txt").exists()
     assert end.msg.exit_code != 0
     assert "escaped.txt" in end.msg.stderr
+
+
+async def test_it_runs_in_a_cwd_inside_the_sessions_and_refuses_one_outside(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    cwd, outside = tmp_path_factory.mktemp("work"), tmp_path_factory.mktemp("outside")
+    (cwd / "sub").mkdir()
+    (cwd / "escape").symlink_to(outside)
+    async with running_engine(ScriptedModel([]), cwd, sandbox_policy=UNCONFINED) as ui:
+        await ui.submit(RunUserShellCommand("pwd", cwd="sub"), id="u1")
+        end = await ui.until(p.ExecCommandEnd, id="u1")
+        refused = {}
+        for sub_id, where in (("u2", str(outside)), ("u3", "escape"), ("u4", "../")):
+            await ui.submit(RunUserShellCommand("touch ran", cwd=where), id=sub_id)
+            refused[where] = (await ui.until(p.ErrorEvent, id=sub_id)).msg
+    assert end.msg.stdout == f"{cwd / 'sub'}\n"
+    for where, error in refused.items():
+        assert error.code == "bad_cwd"
+        assert f"cwd {where!r} is outside the sandbox root" in error.message
+    assert not (outside / "ran").exists()
+    assert [e.call_id for e in ui.of(p.ExecCommandBegin)] == [ui.of(p.ExecCommandEnd)[0].call_id]

@@ -94,7 +94,7 @@ from ._rollout import (
 from ._session import RunningTask, Session, StopRequest
 from ._task import Task
 from ._tools import ToolRouter
-from ._user_shell import run_user_shell, user_shell_record
+from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
 
 if TYPE_CHECKING:
     import httpx
@@ -165,7 +165,8 @@ class State(enum.Enum):
 Action = Callable[["Codex", Submission, Any], Awaitable[None]]
 """An action gets the Submission and what ``_prepare`` made of its Op, checked
 before anything was aborted: model input for user_input and inject_input, a
-loaded rollout for resume_session and fork_session, None for the rest."""
+loaded rollout for resume_session and fork_session, the directory to run in for
+run_user_shell_command, None for the rest."""
 
 
 @attrs.frozen
@@ -647,9 +648,15 @@ class Codex:
         )
         return await task.run(first_input)
 
-    async def _prepare(self, op: Op) -> list[Item] | LoadedSession | None:
+    async def _prepare(self, op: Op) -> list[Item] | LoadedSession | str | None:
         if isinstance(op, UserInput | InjectInput):
             return self._task_input(op)
+        if isinstance(op, RunUserShellCommand):
+            root = (self._session.config if self._session else self.config.session).cwd
+            try:
+                return resolve_cwd(op.cwd, root)
+            except BadCwd as exc:
+                raise SubmissionRejected(str(exc), "bad_cwd") from None
         if isinstance(op, ResumeSession | ForkSession):
             loaded = await self._load(op.session_id)
             if isinstance(op, ForkSession):
@@ -785,26 +792,28 @@ class Codex:
 
     # --- the user's shell -----------------------------------------------------
 
-    async def _configure_and_shell(self, sub: Submission, _: object) -> None:
+    async def _configure_and_shell(self, sub: Submission, cwd: str) -> None:
         self._session = await self._new_session(self.config.session)
         await self._announce_session(sub.id)
-        await self._user_shell(sub, None)
+        await self._user_shell(sub, cwd)
 
-    async def _user_shell(self, sub: Submission, _: object) -> None:
-        """Start the user's command beside whatever runs; the dispatcher goes on."""
+    async def _user_shell(self, sub: Submission, cwd: str) -> None:
+        """Start the user's command (in ``cwd``, checked by ``_prepare``) beside
+        whatever runs; the dispatcher goes on."""
         session = self._require_session()
         shell = asyncio.create_task(
-            self._run_user_shell(session, sub), name=f"codexcore-user-shell-{sub.id}"
+            self._run_user_shell(session, sub, cwd), name=f"codexcore-user-shell-{sub.id}"
         )
         session.shells.add(shell)
         shell.add_done_callback(session.shells.discard)
 
-    async def _run_user_shell(self, session: Session, sub: Submission) -> None:
+    async def _run_user_shell(self, session: Session, sub: Submission, cwd: str) -> None:
         op = sub.op
         assert isinstance(op, RunUserShellCommand)
         result = await run_user_shell(
             op.command,
             op.timeout_ms,
+            cwd=cwd,
             config=session.config,
             sandbox=session.sandbox or UNCONFINED,
             emit=self._emitter(sub.id),

@@ -31,6 +31,26 @@ ABORTED = "command aborted by user"
 _FALLBACK_SHELL = "/bin/bash"
 
 
+class BadCwd(ValueError):
+    """A user shell command's cwd is not a directory inside the Session's cwd."""
+
+
+def resolve_cwd(requested: str | None, root: str) -> str:
+    """Where the command runs: ``requested`` (relative to ``root``), held inside
+    ``root`` with symlinks resolved; raises :class:`BadCwd` naming it otherwise."""
+    if requested is None:
+        return root
+    if "\0" in requested:
+        raise BadCwd("cwd contains a NUL byte, which no path can hold")
+    path = os.path.normpath(os.path.join(root, requested))
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, real_root]) != real_root:
+        raise BadCwd(f"cwd {requested!r} is outside the sandbox root {root!r}")
+    if not os.path.isdir(real):
+        raise BadCwd(f"cwd {requested!r} is not a directory")
+    return path
+
+
 def user_shell_argv(command: str) -> tuple[str, ...]:
     """The argv that runs ``command`` as the user's shell would: ``$SHELL -lc``,
     or bash when ``$SHELL`` is unset or not an executable absolute path."""
@@ -44,6 +64,7 @@ async def run_user_shell(
     command: str,
     timeout_ms: int | None,
     *,
+    cwd: str,
     config: SessionConfig,
     sandbox: SandboxStatus,
     emit: Emit,
@@ -64,17 +85,15 @@ async def run_user_shell(
             "codexcore: not run: the sandbox policy confines commands but no sandbox "
             f"is available here ({sandbox.reason})"
         )
-        return await _end_without_run(emit, call_id, argv, config.cwd, refusal, 0)
+        return await _end_without_run(emit, call_id, argv, cwd, refusal, 0)
     timeout = USER_SHELL_TIMEOUT_MS if timeout_ms is None else timeout_ms
     started = asyncio.get_running_loop().time()
     try:
-        return await run_exec(
-            call_id, argv, config.cwd, timeout, spec, sandbox, emit, source="user_shell"
-        )
+        return await run_exec(call_id, argv, cwd, timeout, spec, sandbox, emit, source="user_shell")
     except asyncio.CancelledError:
         # run_exec has killed and reaped the group; the UI still needs the end.
         elapsed = int((asyncio.get_running_loop().time() - started) * 1000)
-        return await _end_without_run(emit, call_id, argv, config.cwd, ABORTED, elapsed, begun=True)
+        return await _end_without_run(emit, call_id, argv, cwd, ABORTED, elapsed, begun=True)
 
 
 async def _end_without_run(

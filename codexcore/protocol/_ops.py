@@ -86,12 +86,18 @@ class RunUserShellCommand(Tagged):
     and ``exec_command_end`` with ``source: "user_shell"`` under this submission's
     id. ``interrupt`` kills it (and ``exec_command_end`` says exit code -1). The
     command and its output are recorded for the model: with the running Task's
-    next request, else with the next Task's first. ``timeout_ms`` (not in Codex's
-    op; default one hour, as Codex) kills it after that long (``timed_out``).
+    next request, else with the next Task's first.
+
+    Beyond Codex's op: ``timeout_ms`` (default one hour, Codex's own bound) kills
+    it after that long (``timed_out``); ``cwd`` (default the Session's cwd; a
+    relative one is taken from there) must be a directory inside the Session's
+    cwd, symlinks resolved, else the op is answered by ``error`` with code
+    ``bad_cwd`` and nothing runs.
     """
 
     command: str
     timeout_ms: int | None = None
+    cwd: str | None = None
 
 
 @OPS.register("stop")
