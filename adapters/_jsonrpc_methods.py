@@ -26,6 +26,7 @@ from codexcore import __version__
 
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
 from ._jsonrpc_control import add_control_methods
+from ._jsonrpc_shell import add_shell_methods
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext
@@ -298,4 +299,5 @@ def standard_methods() -> MethodTable:
     table.add("initialize", initialize, dict)
     add_control_methods(table)
     seed001(table)
+    add_shell_methods(table)
     return table

@@ -102,7 +102,7 @@ async def test_seed_000_initialize_and_run_start_as_written(tmp_path: Path) -> N
             "result": {
                 "protocol_version": "0",
                 "server": {"name": "codexcore", "version": __version__},
-                "server_capabilities": NO_CAPABILITIES,
+                "server_capabilities": NO_CAPABILITIES | {"supports_shell_exec": True},
             },
         }
         assert await answer(ui) == not_found("2", "run.start")
