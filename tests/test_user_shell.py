@@ -225,3 +225,17 @@ async def test_it_runs_in_a_cwd_inside_the_sessions_and_refuses_one_outside(
         assert f"cwd {where!r} is outside the sandbox root" in error.message
     assert not (outside / "ran").exists()
     assert [e.call_id for e in ui.of(p.ExecCommandBegin)] == [ui.of(p.ExecCommandEnd)[0].call_id]
+
+
+async def test_it_never_runs_unconfined_where_the_policy_confines_and_no_sandbox_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEXCORE_SANDBOX", "none")
+    policy = SandboxPolicy("workspace-write")
+    async with running_engine(ScriptedModel([]), tmp_path, sandbox_policy=policy) as ui:
+        await ui.submit(RunUserShellCommand("touch ran"), id="u1")
+        end = await ui.until(p.ExecCommandEnd, id="u1")
+    assert ui.of(p.SessionConfigured)[0].sandbox == "none"
+    assert not (tmp_path / "ran").exists()
+    assert end.msg.exit_code == -1
+    assert "no sandbox is available here (disabled by CODEXCORE_SANDBOX=none)" in end.msg.stderr

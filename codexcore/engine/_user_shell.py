@@ -87,10 +87,42 @@ async def run_user_shell(
         )
         return await _end_without_run(emit, call_id, argv, cwd, refusal, 0)
     timeout = USER_SHELL_TIMEOUT_MS if timeout_ms is None else timeout_ms
+    return await _run_reporting_abort(call_id, argv, cwd, timeout, spec, sandbox, emit)
+
+
+async def _run_reporting_abort(
+    call_id: str,
+    argv: tuple[str, ...],
+    cwd: str,
+    timeout_ms: int,
+    spec: SandboxSpec,
+    sandbox: SandboxStatus,
+    emit: Emit,
+) -> ExecResult:
+    """``run_exec``, and once cancelled its one ``exec_command_end`` all the same."""
     started = asyncio.get_running_loop().time()
+    ends: list[ExecCommandEnd] = []
+
+    async def emit_noting_end(msg: EventMsg) -> None:
+        if isinstance(msg, ExecCommandEnd):
+            ends.append(msg)  # before the emit: a cancel may land once it is queued
+        await emit(msg)
+
     try:
-        return await run_exec(call_id, argv, cwd, timeout, spec, sandbox, emit, source="user_shell")
+        return await run_exec(
+            call_id, argv, cwd, timeout_ms, spec, sandbox, emit_noting_end, source="user_shell"
+        )
     except asyncio.CancelledError:
+        if ends:  # it ended on its own just as the cancel came: that is its outcome
+            end = ends[0]
+            return ExecResult(
+                end.exit_code,
+                end.stdout,
+                end.stderr,
+                end.aggregated_output,
+                end.duration_ms,
+                end.status == "timed_out",
+            )
         # run_exec has killed and reaped the group; the UI still needs the end.
         elapsed = int((asyncio.get_running_loop().time() - started) * 1000)
         return await _end_without_run(emit, call_id, argv, cwd, ABORTED, elapsed, begun=True)
