@@ -346,7 +346,7 @@ async def run_exec(
             result.aggregated_output,
             result.exit_code,
             result.duration_ms,
-            exec_status(result),
+            _status(result),
             source,
         )
     )
@@ -399,7 +399,7 @@ def _read_or_none(path: str) -> str | None:
         return None
 
 
-def exec_status(result: ExecResult) -> ExecStatus:
+def _status(result: ExecResult) -> ExecStatus:
     if result.timed_out:
         return "timed_out"
     return "completed" if result.exit_code == 0 else "failed"
