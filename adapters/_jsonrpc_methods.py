@@ -26,6 +26,7 @@ from codexcore import __version__
 
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
 from ._jsonrpc_control import add_control_methods
+from ._jsonrpc_shell import add_shell_methods
 from ._rpc_schemas import INITIALIZE_RESULT, PROTOCOL_VERSION
 
 if TYPE_CHECKING:
@@ -376,4 +377,5 @@ def standard_methods() -> MethodTable:
     _codelia.register(table)  # seed 000: run.start, run.cancel, model.list, model.set
     seed001(table)  # seed 001: chat, exit
     add_control_methods(table)  # seed 004: get_status, stop, checkpoint, inject_prompt, ...
+    add_shell_methods(table)  # seed 000: shell.exec, on the user's shell
     return table

@@ -35,6 +35,7 @@ OPS: list[Any] = [
     ),
     p.InjectInput((p.TextInput("also this"),)),
     p.Interrupt(),
+    p.RunUserShellCommand("git status --short", timeout_ms=30000, cwd="src"),
     p.Stop(),
     p.Checkpoint(),
     p.ExecApproval("call_1", "approved_for_session"),
@@ -58,7 +59,9 @@ EVENT_MSGS: list[Any] = [
     p.ExecApprovalRequest("call_1", ("rm", "-rf", "build"), "/work", "cleans the build"),
     p.ExecCommandBegin("call_1", ("ls", "-l"), "/work"),
     p.ExecCommandOutputDelta("call_1", "stdout", b"total 0\n\xff"),
-    p.ExecCommandEnd("call_1", "total 0\n", "", "total 0\n", 0, 12, "completed"),
+    p.ExecCommandEnd(
+        "call_1", "total 0\n", "", "total 0\n", 0, 12, "completed", source="user_shell"
+    ),
     p.ApplyPatchApprovalRequest(
         "call_2",
         CHANGES,

@@ -297,6 +297,7 @@ def test_capabilities_are_true_exactly_for_what_is_registered() -> None:
     on = {k for k, v in served.server_capabilities().items() if v}
     assert on == {
         "supports_run_cancel",
+        "supports_shell_exec",
         "supports_ui_requests",
         "supports_permission_preflight_events",
     }

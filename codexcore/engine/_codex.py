@@ -53,6 +53,7 @@ from ..protocol import (
     PatchApproval,
     ProtocolError,
     ResumeSession,
+    RunUserShellCommand,
     SandboxKind,
     SessionConfigured,
     SessionHistory,
@@ -93,6 +94,7 @@ from ._rollout import (
 from ._session import RunningTask, Session, StopRequest
 from ._task import Task
 from ._tools import ToolRouter
+from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
 
 if TYPE_CHECKING:
     import httpx
@@ -163,7 +165,8 @@ class State(enum.Enum):
 Action = Callable[["Codex", Submission, Any], Awaitable[None]]
 """An action gets the Submission and what ``_prepare`` made of its Op, checked
 before anything was aborted: model input for user_input and inject_input, a
-loaded rollout for resume_session and fork_session, None for the rest."""
+loaded rollout for resume_session and fork_session, the directory to run in for
+run_user_shell_command, None for the rest."""
 
 
 @attrs.frozen
@@ -542,6 +545,7 @@ class Codex:
                 for change in history.branch():
                     rollout.record_change(*change)
         if self._session is not None:
+            await self._session.stop_shells()
             self._session.close()
         return Session(
             config, self._clients, session_id=session_id, history=history, rollout=rollout
@@ -639,13 +643,20 @@ class Codex:
             tools=tools,
             emit=emit,
             take_injected=session.take_injected,
+            take_context=session.take_context,
             stop_requested=lambda: stop.kind,
         )
         return await task.run(first_input)
 
-    async def _prepare(self, op: Op) -> list[Item] | LoadedSession | None:
+    async def _prepare(self, op: Op) -> list[Item] | LoadedSession | str | None:
         if isinstance(op, UserInput | InjectInput):
             return self._task_input(op)
+        if isinstance(op, RunUserShellCommand):
+            root = (self._session.config if self._session else self.config.session).cwd
+            try:
+                return resolve_cwd(op.cwd, root)
+            except BadCwd as exc:
+                raise SubmissionRejected(str(exc), "bad_cwd") from None
         if isinstance(op, ResumeSession | ForkSession):
             loaded = await self._load(op.session_id)
             if isinstance(op, ForkSession):
@@ -684,6 +695,9 @@ class Codex:
         mine = session.running if session.running and session.running.sub_id == sub_id else None
         if mine is not None:
             session.approvals.drop_pending()
+            # User shell records the Task took no request for: the next one sends them.
+            if leftover := session.take_context():
+                session.history.record(leftover, None)
         await self._emit(sub_id, self._terminal(runner, mine))
         # The Task counts as running until its terminal event is queued, so the
         # next Task's task_started always comes after it.
@@ -776,10 +790,51 @@ class Codex:
                 | {"decision": op.decision, "reason": op.reason}
             )
 
+    # --- the user's shell -----------------------------------------------------
+
+    async def _configure_and_shell(self, sub: Submission, cwd: str) -> None:
+        self._session = await self._new_session(self.config.session)
+        await self._announce_session(sub.id)
+        await self._user_shell(sub, cwd)
+
+    async def _user_shell(self, sub: Submission, cwd: str) -> None:
+        """Start the user's command (in ``cwd``, checked by ``_prepare``) beside
+        whatever runs; the dispatcher goes on."""
+        session = self._require_session()
+        shell = asyncio.create_task(
+            self._run_user_shell(session, sub, cwd), name=f"codexcore-user-shell-{sub.id}"
+        )
+        session.shells.add(shell)
+        shell.add_done_callback(session.shells.discard)
+
+    async def _run_user_shell(self, session: Session, sub: Submission, cwd: str) -> None:
+        op = sub.op
+        assert isinstance(op, RunUserShellCommand)
+        result = await run_user_shell(
+            op.command,
+            op.timeout_ms,
+            cwd=cwd,
+            config=session.config,
+            sandbox=session.sandbox or UNCONFINED,
+            emit=self._emitter(sub.id),
+        )
+        record = user_shell_record(op.command, result, limit_bytes=self.config.exec_output_limit)
+        running = session.running
+        if running is not None and not running.runner.done():
+            session.add_context(record)  # the History is the running Task's to write
+        else:
+            session.history.record([record], None)
+
+    async def _interrupt_shells(self, sub: Submission, _: object) -> None:
+        if self._session is not None:
+            await self._session.stop_shells()
+
     async def _ignore(self, sub: Submission, _: object) -> None:
         log.debug("nothing to do", sub_id=sub.id, op=type(sub.op).__name__)
 
     async def _shutdown(self, sub: Submission, _: object) -> None:
+        if self._session is not None:
+            await self._session.stop_shells()
         if self._owns_clients:
             await self._clients.aclose()
         self._closed = True
@@ -911,10 +966,13 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     (_R, InjectInput): Step(None, Codex._inject),
     (_P, InjectInput): Step(None, Codex._inject),
     (_S, InjectInput): Step(None, Codex._inject_when_stopping),
-    # interrupt: stops the running Task now; otherwise nothing to stop.
+    # interrupt: stops the running Task now, and the user's shell commands.
     (_U, Interrupt): Step(None, Codex._ignore),
-    (_I, Interrupt): Step(None, Codex._ignore),
-    **{(s, Interrupt): Step("interrupted", Codex._ignore) for s in _RUNNING},
+    (_I, Interrupt): Step(None, Codex._interrupt_shells),
+    **{(s, Interrupt): Step("interrupted", Codex._interrupt_shells) for s in _RUNNING},
+    # run_user_shell_command: runs beside a Task, never disturbing it.
+    (_U, RunUserShellCommand): Step(None, Codex._configure_and_shell),
+    **{(s, RunUserShellCommand): Step(None, Codex._user_shell) for s in (_I, *_RUNNING)},
     # stop, checkpoint: the running Task ends after its current Turn (the latest
     # of the two names the end); otherwise nothing to stop.
     **{(s, op): Step(None, Codex._ignore) for s in (_U, _I) for op in (Stop, Checkpoint)},

@@ -77,6 +77,9 @@ class Session:
         self.approvals = Approvals()
         self.running: RunningTask | None = None
         self._injected: list[Item] = []
+        self._context: list[Item] = []
+        # The user's shell commands now running (run_user_shell_command).
+        self.shells: set[asyncio.Task[None]] = set()
         self._clients = clients
         self.sandbox: SandboxStatus | None = None  # probed when a policy wants confinement
 
@@ -98,3 +101,21 @@ class Session:
     def take_injected(self) -> list[Item]:
         taken, self._injected = self._injected, []
         return taken
+
+    def add_context(self, item: Item) -> None:
+        """Something the model should see with the running Task's next request
+        (a user shell command's record) that is no reason for another request."""
+        self._context.append(item)
+
+    def take_context(self) -> list[Item]:
+        taken, self._context = self._context, []
+        return taken
+
+    async def stop_shells(self) -> None:
+        """Kill the user's running shell commands and wait until each has ended
+        (its process group reaped, its ``exec_command_end`` sent)."""
+        shells = list(self.shells)
+        for shell in shells:
+            shell.cancel()
+        if shells:
+            await asyncio.wait(shells)

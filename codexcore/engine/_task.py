@@ -84,7 +84,10 @@ class Task:
         emit: Emit,
         take_injected: Callable[[], list[Item]],
         stop_requested: Callable[[], StopKind | None] = lambda: None,
+        take_context: Callable[[], list[Item]] = list,
     ) -> None:
+        """``take_context`` gives items for the next request that, unlike injected
+        input, never make the Task send another request (user shell records)."""
         self._session_id = session_id
         self._config = config
         self._history = history
@@ -93,6 +96,7 @@ class Task:
         self._emit = emit
         self._take_injected = take_injected
         self._stop_requested = stop_requested
+        self._take_context = take_context
 
     async def run(self, first_input: list[Item]) -> TaskComplete:
         """Turns until one calls no tool and no input was injected, or until a
@@ -101,7 +105,7 @@ class Task:
         new_items = first_input
         last_message: str | None = None
         while True:
-            turn = await self._turn([*new_items, *self._take_injected()])
+            turn = await self._turn([*new_items, *self._take_injected(), *self._take_context()])
             last_message = turn.last_message or last_message
             if (stopped_by := self._stop_requested()) is not None:
                 return TaskComplete(last_message, turn.response_id, stopped_by)

@@ -24,6 +24,7 @@ from ..protocol import (
     ExecCommandBegin,
     ExecCommandEnd,
     ExecCommandOutputDelta,
+    ExecCommandSource,
     ExecStatus,
     FileChange,
     OutputStream,
@@ -224,35 +225,10 @@ class ToolRouter:
         return answer
 
     async def _run(self, call: ShellCall, *, confined: bool) -> ExecResult:
-        await self._emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
-
-        async def on_output(stream: OutputStream, chunk: bytes) -> None:
-            await self._emit(ExecCommandOutputDelta(call.call_id, stream, chunk))
-
         spec = self._spec if confined else SandboxSpec(mode="danger-full-access")
-        bwrap = self._sandbox.executable or "bwrap"
-        with confine(call.argv, spec, call.cwd, bwrap=bwrap) as command:
-            result = await run_command(
-                command.argv,
-                cwd=call.cwd,
-                timeout_ms=call.timeout_ms,
-                on_output=on_output,
-                env=command_environment(),
-                pass_fds=command.pass_fds,
-                reap=not confined,  # bwrap kills its sandbox when we die
-            )
-        await self._emit(
-            ExecCommandEnd(
-                call.call_id,
-                result.stdout,
-                result.stderr,
-                result.aggregated_output,
-                result.exit_code,
-                result.duration_ms,
-                _status(result),
-            )
+        return await run_exec(
+            call.call_id, call.argv, call.cwd, call.timeout_ms, spec, self._sandbox, self._emit
         )
-        return result
 
     # --- apply_patch ------------------------------------------------------------
 
@@ -330,6 +306,51 @@ class ToolRouter:
             return []
         extra = [os.path.join(self._config.cwd, root) for root in self._spec.writable_roots]
         return [self._config.cwd, *extra]
+
+
+async def run_exec(
+    call_id: str,
+    argv: tuple[str, ...],
+    cwd: str,
+    timeout_ms: int,
+    spec: SandboxSpec,
+    sandbox: SandboxStatus,
+    emit: Emit,
+    source: ExecCommandSource = "agent",
+) -> ExecResult:
+    """Run ``argv`` under ``spec`` (confined unless it is danger-full-access), with
+    its ``exec_command_begin``/``output_delta``/``end`` events; the caller decided
+    that it may run. Cancelled, the command's process group is killed and reaped
+    before ``CancelledError`` propagates (and no ``exec_command_end`` is sent)."""
+    await emit(ExecCommandBegin(call_id, argv, cwd, source))
+
+    async def on_output(stream: OutputStream, chunk: bytes) -> None:
+        await emit(ExecCommandOutputDelta(call_id, stream, chunk, source))
+
+    confined = spec.mode != "danger-full-access"
+    with confine(argv, spec, cwd, bwrap=sandbox.executable or "bwrap") as command:
+        result = await run_command(
+            command.argv,
+            cwd=cwd,
+            timeout_ms=timeout_ms,
+            on_output=on_output,
+            env=command_environment(),
+            pass_fds=command.pass_fds,
+            reap=not confined,  # bwrap kills its sandbox when we die
+        )
+    await emit(
+        ExecCommandEnd(
+            call_id,
+            result.stdout,
+            result.stderr,
+            result.aggregated_output,
+            result.exit_code,
+            result.duration_ms,
+            _status(result),
+            source,
+        )
+    )
+    return result
 
 
 def _not_runnable(item: Item) -> str:

@@ -16,6 +16,7 @@ import attrs
 from ._types import (
     AbortReason,
     ApprovalPolicy,
+    ExecCommandSource,
     ExecStatus,
     FileChange,
     HistoryMode,
@@ -108,11 +109,12 @@ class ExecApprovalRequest(Tagged):
 @EVENT_MSGS.register("exec_command_begin")
 @attrs.frozen(repr=False, eq=False)
 class ExecCommandBegin(Tagged):
-    """A command started."""
+    """A command started; ``source`` says whether the model or the user ran it."""
 
     call_id: str
     command: tuple[str, ...]
     cwd: str
+    source: ExecCommandSource = "agent"
 
 
 @EVENT_MSGS.register("exec_command_output_delta")
@@ -123,6 +125,7 @@ class ExecCommandOutputDelta(Tagged):
     call_id: str
     stream: OutputStream
     chunk: bytes
+    source: ExecCommandSource = "agent"
 
 
 @EVENT_MSGS.register("exec_command_end")
@@ -137,6 +140,7 @@ class ExecCommandEnd(Tagged):
     exit_code: int
     duration_ms: int
     status: ExecStatus
+    source: ExecCommandSource = "agent"
 
 
 @EVENT_MSGS.register("apply_patch_approval_request")

@@ -69,9 +69,35 @@ class InjectInput(Tagged):
 class Interrupt(Tagged):
     """Stop the running Task now: the stream is cancelled and commands are killed.
 
-    The Task ends with ``turn_aborted {reason: interrupted}``. Idle: nothing happens.
+    The Task ends with ``turn_aborted {reason: interrupted}``. Commands the user runs
+    with ``run_user_shell_command`` are killed too, Task or not. Otherwise, idle:
+    nothing happens.
     For an end that lets the current Turn finish, see ``stop``.
     """
+
+
+@OPS.register("run_user_shell_command")
+@attrs.frozen(repr=False, eq=False)
+class RunUserShellCommand(Tagged):
+    """Run ``command`` in the user's shell (``$SHELL -lc``), as the user: no approval.
+
+    It runs under the Session's sandbox policy, beside a running Task without
+    disturbing it, and streams ``exec_command_begin``, ``exec_command_output_delta``
+    and ``exec_command_end`` with ``source: "user_shell"`` under this submission's
+    id. ``interrupt`` kills it (and ``exec_command_end`` says exit code -1). The
+    command and its output are recorded for the model: with the running Task's
+    next request, else with the next Task's first.
+
+    Beyond Codex's op: ``timeout_ms`` (default one hour, Codex's own bound) kills
+    it after that long (``timed_out``); ``cwd`` (default the Session's cwd; a
+    relative one is taken from there) must be a directory inside the Session's
+    cwd, symlinks resolved, else the op is answered by ``error`` with code
+    ``bad_cwd`` and nothing runs.
+    """
+
+    command: str
+    timeout_ms: int | None = None
+    cwd: str | None = None
 
 
 @OPS.register("stop")
@@ -195,6 +221,7 @@ Op = Annotated[
     | ResumeSession
     | ForkSession
     | GetHistory
+    | RunUserShellCommand
     | Shutdown,
     OPS,
 ]

@@ -33,6 +33,9 @@ StopKind = Literal["stop", "checkpoint"]
 the next ``user_input`` or ``inject_input``."""
 OutputStream = Literal["stdout", "stderr"]
 ExecStatus = Literal["completed", "failed", "timed_out"]
+ExecCommandSource = Literal["agent", "user_shell"]
+"""Who ran a command: the model's ``shell`` call (``agent``), or the user through
+``run_user_shell_command`` (``user_shell``). Codex's ``ExecCommandSource``."""
 SandboxKind = Literal["bwrap", "none"]
 
 

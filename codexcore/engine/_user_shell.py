@@ -1,0 +1,174 @@
+"""The user's own shell: ``run_user_shell_command``, as Codex's ``!cmd``.
+
+The user runs a command beside (or without) a Task: in their shell (``$SHELL
+-lc``, Codex's login-shell invocation), under the Session's sandbox policy, with
+no approval (the user asked for it), streamed with ``source: "user_shell"``.
+The command and its output become one user message in Codex's
+``<user_shell_command>`` form, so the model sees them with its next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+
+from ..protocol import EventMsg, ExecCommandBegin, ExecCommandEnd
+from ..tools.exec import ExecResult
+from ..tools.output import truncate_middle
+from ..tools.sandbox import SandboxSpec, SandboxStatus
+from ._config import SessionConfig
+from ._history import Item
+from ._tools import run_exec
+
+Emit = Callable[[EventMsg], Awaitable[None]]
+
+USER_SHELL_TIMEOUT_MS = 60 * 60 * 1000
+"""Codex's own bound on a user shell command when none is given: one hour."""
+
+ABORTED = "command aborted by user"
+_FALLBACK_SHELL = "/bin/bash"
+
+
+class BadCwd(ValueError):
+    """A user shell command's cwd is not a directory inside the Session's cwd."""
+
+
+def resolve_cwd(requested: str | None, root: str) -> str:
+    """Where the command runs: ``requested`` (relative to ``root``), held inside
+    ``root`` with symlinks resolved; raises :class:`BadCwd` naming it otherwise."""
+    if requested is None:
+        return root
+    if "\0" in requested:
+        raise BadCwd("cwd contains a NUL byte, which no path can hold")
+    path = os.path.normpath(os.path.join(root, requested))
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    if os.path.commonpath([real, real_root]) != real_root:
+        raise BadCwd(f"cwd {requested!r} is outside the sandbox root {root!r}")
+    if not os.path.isdir(real):
+        raise BadCwd(f"cwd {requested!r} is not a directory")
+    return path
+
+
+def user_shell_argv(command: str) -> tuple[str, ...]:
+    """The argv that runs ``command`` as the user's shell would: ``$SHELL -lc``,
+    or bash when ``$SHELL`` is unset or not an executable absolute path."""
+    shell = os.environ.get("SHELL", "")
+    if not (os.path.isabs(shell) and os.access(shell, os.X_OK)):
+        shell = _FALLBACK_SHELL
+    return (shell, "-lc", command)
+
+
+async def run_user_shell(
+    command: str,
+    timeout_ms: int | None,
+    *,
+    cwd: str,
+    config: SessionConfig,
+    sandbox: SandboxStatus,
+    emit: Emit,
+) -> ExecResult:
+    """Run the user's command and return its outcome; never raises for the command.
+
+    Cancelled (``interrupt``, shutdown), the process group is killed and reaped
+    first, then ``exec_command_end`` says exit code -1 and ``command aborted by
+    user``, as Codex does. A policy that confines commands where no sandbox is
+    available refuses the command (exit code -1): it never runs unconfined.
+    """
+    call_id = f"user_shell_{uuid.uuid4().hex[:12]}"
+    argv = user_shell_argv(command)
+    policy = config.sandbox_policy
+    spec = SandboxSpec(policy.type, policy.writable_roots, policy.network_access)
+    if spec.mode != "danger-full-access" and sandbox.kind != "bwrap":
+        refusal = (
+            "codexcore: not run: the sandbox policy confines commands but no sandbox "
+            f"is available here ({sandbox.reason})"
+        )
+        return await _end_without_run(emit, call_id, argv, cwd, refusal, 0)
+    timeout = USER_SHELL_TIMEOUT_MS if timeout_ms is None else timeout_ms
+    return await _run_reporting_abort(call_id, argv, cwd, timeout, spec, sandbox, emit)
+
+
+async def _run_reporting_abort(
+    call_id: str,
+    argv: tuple[str, ...],
+    cwd: str,
+    timeout_ms: int,
+    spec: SandboxSpec,
+    sandbox: SandboxStatus,
+    emit: Emit,
+) -> ExecResult:
+    """``run_exec``, and once cancelled its one ``exec_command_end`` all the same."""
+    started = asyncio.get_running_loop().time()
+    ends: list[ExecCommandEnd] = []
+
+    async def emit_noting_end(msg: EventMsg) -> None:
+        if isinstance(msg, ExecCommandEnd):
+            ends.append(msg)  # before the emit: a cancel may land once it is queued
+        await emit(msg)
+
+    try:
+        return await run_exec(
+            call_id, argv, cwd, timeout_ms, spec, sandbox, emit_noting_end, source="user_shell"
+        )
+    except asyncio.CancelledError:
+        if ends:  # it ended on its own just as the cancel came: that is its outcome
+            end = ends[0]
+            return ExecResult(
+                end.exit_code,
+                end.stdout,
+                end.stderr,
+                end.aggregated_output,
+                end.duration_ms,
+                end.status == "timed_out",
+            )
+        # run_exec has killed and reaped the group; the UI still needs the end.
+        elapsed = int((asyncio.get_running_loop().time() - started) * 1000)
+        return await _end_without_run(emit, call_id, argv, cwd, ABORTED, elapsed, begun=True)
+
+
+async def _end_without_run(
+    emit: Emit,
+    call_id: str,
+    argv: tuple[str, ...],
+    cwd: str,
+    message: str,
+    duration_ms: int,
+    *,
+    begun: bool = False,
+) -> ExecResult:
+    if not begun:
+        await emit(ExecCommandBegin(call_id, argv, cwd, "user_shell"))
+    await emit(
+        ExecCommandEnd(call_id, "", message, message, -1, duration_ms, "failed", "user_shell")
+    )
+    return ExecResult(-1, "", message, message, duration_ms, False)
+
+
+def user_shell_record(command: str, result: ExecResult, *, limit_bytes: int) -> Item:
+    """Codex's record of a user shell command: a user message the model reads."""
+    text = "\n".join(
+        [
+            "<user_shell_command>",
+            "<command>",
+            command,
+            "</command>",
+            "<result>",
+            f"Exit code: {result.exit_code}",
+            f"Duration: {result.duration_ms / 1000:.4f} seconds",
+            "Output:",
+            _output_text(result, limit_bytes),
+            "</result>",
+            "</user_shell_command>",
+        ]
+    )
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def _output_text(result: ExecResult, limit_bytes: int) -> str:
+    """The output as Codex shows it to the model: text, middle cut past the limit."""
+    output = truncate_middle(result.aggregated_output, limit_bytes)
+    if result.timed_out:
+        return f"command timed out after {result.duration_ms} milliseconds\n{output}"
+    return output
