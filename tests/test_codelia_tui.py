@@ -1,0 +1,133 @@
+"""The real Codelia TUI, unchanged, drives ``codexcore serve --stdio`` (issue 21).
+
+Each test starts the published TUI binary in tmux with its runtime set to
+``python -m codexcore serve --stdio`` against a scripted model, types into it as
+a user would, and reads the screen. See tests/codelia_tui.py for the harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call, text_response
+
+from .codelia_tui import SEE_SCREEN, CodeliaTui, write_config
+
+MODEL = "gpt-tui-test"
+pytestmark = pytest.mark.timeout(60)
+
+
+class Setup:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp = tmp_path
+        self.home = tmp_path / "codexcore-home"
+        self.workspace = tmp_path / "ws"
+        self.workspace.mkdir()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+class Session:
+    """A scripted model, codexcore's config pointing at it, and the TUI."""
+
+    def __init__(self, model: ScriptedModel, http: ScriptedResponsesServer, tui: CodeliaTui):
+        self.model = model
+        self.http = http
+        self.tui = tui
+
+    def request_text(self, index: int) -> str:
+        """The model's ``index``-th request body, as JSON text."""
+        assert len(self.model.requests) > index, (
+            f"the model got {len(self.model.requests)} request(s), wanted #{index}{SEE_SCREEN}"
+        )
+        return orjson.dumps(self.model.requests[index]).decode()
+
+
+@contextlib.contextmanager
+def session(setup: Setup, model: ScriptedModel, **settings: str) -> Iterator[Session]:
+    with ScriptedResponsesServer(model) as http:
+        write_config(setup.home, http.base_url, MODEL, **settings)
+        with CodeliaTui.running(cwd=setup.workspace, home=setup.home, tmp=setup.tmp) as tui:
+            yield Session(model, http, tui)
+
+
+def finish(tui: CodeliaTui) -> None:
+    """No error, failed-tool or unknown-event line anywhere; Ctrl-C quits cleanly."""
+    assert tui.problems() == [], SEE_SCREEN
+    assert tui.quit() == 0, SEE_SCREEN
+
+
+def test_a_plain_answer_renders_once_with_the_model_in_the_status_bar(setup: Setup) -> None:
+    answer = "Paris is the capital of France, says the scripted model."
+    model = ScriptedModel([text_response(answer)])
+    with session(setup, model) as s:
+        bar = s.tui.ready()
+        assert (bar["provider"], bar["model"]) == ("openai", MODEL), SEE_SCREEN
+
+        s.tui.submit("What is the capital of France?")
+        s.tui.wait_for(re.escape(answer))
+        s.tui.wait_for(r"^● completed$")
+
+        # The typed prompt reached the model through run.start.
+        assert "What is the capital of France?" in s.request_text(0)
+        # A `final` equal to the last `text` is drawn once, not twice.
+        assert s.tui.screen().count(answer) == 1, SEE_SCREEN
+        finish(s.tui)
+
+
+def test_a_command_runs_and_its_output_replaces_the_pending_call(setup: Setup) -> None:
+    # The command's text and its output differ (the shell does the arithmetic), so
+    # the output on screen can only come from running it.
+    model = ScriptedModel(
+        [shell_call(["sh", "-c", "echo tui-out-$((6*7))"]), text_response("The command ran.")]
+    )
+    with session(setup, model, approval_policy="never") as s:
+        s.tui.ready()
+        s.tui.submit("Run the arithmetic command.")
+        s.tui.wait_for(r"The command ran\.")
+        s.tui.wait_for(r"^● completed$")
+
+        screen = s.tui.screen()
+        # Codelia draws a finished shell call as `✔ Shell: COMMAND (N ms)`, in place of
+        # the pending `Shell: COMMAND` line, then the output's lines.
+        assert re.search(r"^✔ Shell: .*echo tui-out-\$\(\(6\*7\)\)", screen, re.M), SEE_SCREEN
+        assert not re.search(r"^Shell: ", screen, re.M), SEE_SCREEN
+        assert re.search(r"^\s+tui-out-42$", screen, re.M), SEE_SCREEN
+        # ... and the model got the output.
+        assert "tui-out-42" in s.request_text(1)
+        finish(s.tui)
+
+
+def test_a_command_confirmed_in_the_dialog_runs(setup: Setup) -> None:
+    model = ScriptedModel(
+        [shell_call(["sh", "-c", "echo confirmed-$((6*7))"]), text_response("Approved and ran.")]
+    )
+    with session(setup, model, approval_policy="untrusted") as s:
+        s.tui.ready()
+        s.tui.submit("Run it once I approve.")
+
+        # The dialog: the command, then the choices (remember offered: 3 of them).
+        s.tui.wait_for(r"Command: .*echo confirmed-\$\(\(6\*7\)\)")
+        s.tui.wait_for(r"^\s+> 1\. Yes$")
+        s.tui.wait_for(r"^\s+2\. Yes \(don't ask again\)$")
+        assert "confirmed-42" not in s.tui.screen(), SEE_SCREEN
+        assert len(s.model.requests) == 1, SEE_SCREEN
+
+        s.tui.press("y")
+        s.tui.wait_for(r"Approved and ran\.")
+        s.tui.wait_for(r"^● completed$")
+
+        screen = s.tui.screen()
+        assert re.search(r"^✔ Shell: .*echo confirmed-\$\(\(6\*7\)\)", screen, re.M), SEE_SCREEN
+        assert re.search(r"^\s+confirmed-42$", screen, re.M), SEE_SCREEN
+        assert "confirmed-42" in s.request_text(1)
+        finish(s.tui)
