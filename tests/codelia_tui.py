@@ -38,6 +38,7 @@ VERSION = "0.1.81"
 BINARY = ROOT / ".ci" / "codelia" / "node_modules" / PACKAGE / "bin" / "codelia-tui"
 
 WIDTH, HEIGHT = 120, 50
+EXITED = "[codelia-tui exited:"  # what the pane's shell prints, then the status
 SEE_SCREEN = " (the TUI's screen is in the captured stdout)"
 POLL = 0.05  # seconds between looks at the screen while waiting for a condition
 
@@ -134,11 +135,14 @@ class CodeliaTui:
         """The TUI started in ``cwd`` with ``--debug`` and ``args``; on the way out,
         whatever still runs is killed, and a failing test's output holds the screen."""
         tui = cls(tmp / "tmux.sock", runtime_env(home, tmp))
+        # A shell between tmux and the TUI reports its exit status on screen: tmux
+        # 3.3 sometimes never reaps a pane's process (pane_dead_status stays empty).
         tui.tmux(
             "set-option", "-g", "remain-on-exit", "on", ";",
             "set-option", "-g", "history-limit", "10000", ";",
             "new-session", "-d", "-s", "tui", "-x", str(WIDTH), "-y", str(HEIGHT),
-            "-c", str(cwd), "--", str(tui_binary()), "--debug", *args,
+            "-c", str(cwd), "--", "sh", "-c", f'"$0" "$@"; echo "{EXITED} $?"',
+            str(tui_binary()), "--debug", *args,
         )  # fmt: skip
         tui.pid = int(tui.tmux("display-message", "-p", "-t", "tui", "#{pane_pid}").strip())
         try:
@@ -211,20 +215,11 @@ class CodeliaTui:
     def quit(self, *, within: float = 10.0) -> int:
         """Ctrl-C at the idle prompt, as a user quits; wait for the TUI to exit, then for
         every process it started (the runtime and its commands) to be gone. Returns the
-        TUI's exit status."""
+        TUI's exit status (128 + N when signal N ended it)."""
         self._note_children()
         self.press("C-c")
+        status = self.wait_for(rf"^{re.escape(EXITED)} (\d+)$", within=within)[1]
         deadline = time.monotonic() + within
-        while True:
-            dead = self.tmux(
-                "display-message", "-p", "-t", "tui", "#{pane_dead} #{pane_dead_status}"
-            )
-            flag, _, status = dead.strip().partition(" ")
-            if flag == "1":
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the TUI did not exit within {within} s{SEE_SCREEN}")
-            time.sleep(POLL)
         left = self._wait_children_gone(deadline)
         assert not left, f"processes left after the TUI quit: {left}{SEE_SCREEN}"
         return int(status)

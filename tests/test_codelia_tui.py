@@ -53,10 +53,13 @@ class Session:
 
 
 @contextlib.contextmanager
-def session(setup: Setup, model: ScriptedModel, **settings: str) -> Iterator[Session]:
+def session(setup: Setup, model: ScriptedModel, *args: str, **settings: str) -> Iterator[Session]:
+    """The TUI (given ``args``) over codexcore configured with ``settings``."""
     with ScriptedResponsesServer(model) as http:
         write_config(setup.home, http.base_url, MODEL, **settings)
-        with CodeliaTui.running(cwd=setup.workspace, home=setup.home, tmp=setup.tmp) as tui:
+        with CodeliaTui.running(
+            cwd=setup.workspace, home=setup.home, tmp=setup.tmp, args=args
+        ) as tui:
             yield Session(model, http, tui)
 
 
@@ -69,9 +72,11 @@ def finish(tui: CodeliaTui) -> None:
 def test_a_plain_answer_renders_once_with_the_model_in_the_status_bar(setup: Setup) -> None:
     answer = "Paris is the capital of France, says the scripted model."
     model = ScriptedModel([text_response(answer)])
-    with session(setup, model) as s:
+    with session(setup, model, reasoning_effort="high") as s:
         bar = s.tui.ready()
-        assert (bar["provider"], bar["model"]) == ("openai", MODEL), SEE_SCREEN
+        assert bar.groupdict() == {"provider": "openai", "model": MODEL, "reasoning": "high"}, (
+            SEE_SCREEN
+        )
 
         s.tui.submit("What is the capital of France?")
         s.tui.wait_for(re.escape(answer))
@@ -115,10 +120,12 @@ def test_a_command_confirmed_in_the_dialog_runs(setup: Setup) -> None:
         s.tui.ready()
         s.tui.submit("Run it once I approve.")
 
-        # The dialog: the command, then the choices (remember offered: 3 of them).
+        # The dialog: the command, then three choices (approve, approve and remember,
+        # deny with a reason), the first selected; `y` approves whatever its label.
         s.tui.wait_for(r"Command: .*echo confirmed-\$\(\(6\*7\)\)")
-        s.tui.wait_for(r"^\s+> 1\. Yes$")
-        s.tui.wait_for(r"^\s+2\. Yes \(don't ask again\)$")
+        label = re.escape(s.tui.wait_for(r"^\s+> 1\. (\S+)$")[1])
+        s.tui.wait_for(rf"^\s+2\. {label} \(don't ask again\)$")
+        s.tui.wait_for(r"^\s+3\. \S+ \(Tab to add reason\)$")
         assert "confirmed-42" not in s.tui.screen(), SEE_SCREEN
         assert len(s.model.requests) == 1, SEE_SCREEN
 
@@ -130,4 +137,22 @@ def test_a_command_confirmed_in_the_dialog_runs(setup: Setup) -> None:
         assert re.search(r"^✔ Shell: .*echo confirmed-\$\(\(6\*7\)\)", screen, re.M), SEE_SCREEN
         assert re.search(r"^\s+confirmed-42$", screen, re.M), SEE_SCREEN
         assert "confirmed-42" in s.request_text(1)
+        finish(s.tui)
+
+
+def test_the_tuis_approval_mode_reaches_the_runtime(setup: Setup) -> None:
+    # The TUI appends `--approval-mode full-access` to the runtime's arguments; it
+    # overrides config.toml's `untrusted`, so the command runs without a dialog.
+    model = ScriptedModel(
+        [shell_call(["sh", "-c", "echo trusted-$((6*7))"]), text_response("Ran unasked.")]
+    )
+    with session(setup, model, "--approval-mode", "full-access", approval_policy="untrusted") as s:
+        s.tui.ready()
+        s.tui.submit("Run it without asking.")
+        s.tui.wait_for(r"Ran unasked\.")
+        s.tui.wait_for(r"^● completed$")
+
+        screen = s.tui.screen()
+        assert "don't ask again" not in screen, SEE_SCREEN
+        assert re.search(r"^\s+trusted-42$", screen, re.M), SEE_SCREEN
         finish(s.tui)
