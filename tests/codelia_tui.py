@@ -204,12 +204,17 @@ class CodeliaTui:
         """Wait for the status bar to name a model (the TUI holds prompts back until then)."""
         return self.wait_for(STATUS_BAR.pattern, within=within)
 
+    def type(self, text: str) -> None:
+        """Type ``text`` (literally: no key names)."""
+        self.tmux("send-keys", "-t", "tui", "-l", text)
+
     def submit(self, text: str) -> None:
         """Type ``text`` into the composer and press Enter."""
-        self.tmux("send-keys", "-t", "tui", "-l", text)
-        self.tmux("send-keys", "-t", "tui", "Enter")
+        self.type(text)
+        self.press("Enter")
 
     def press(self, key: str) -> None:
+        """Press one key, by tmux's name for it (``y``, ``Enter``, ``Tab``, ``C-c``)."""
         self.tmux("send-keys", "-t", "tui", key)
 
     def quit(self, *, within: float = 10.0) -> int:

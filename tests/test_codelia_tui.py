@@ -15,7 +15,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call, text_response
+from codexcore.testing import (
+    ScriptedModel,
+    ScriptedResponsesServer,
+    function_call_response,
+    shell_call,
+    text_response,
+)
 
 from .codelia_tui import SEE_SCREEN, CodeliaTui, write_config
 
@@ -63,9 +69,11 @@ def session(setup: Setup, model: ScriptedModel, *args: str, **settings: str) -> 
             yield Session(model, http, tui)
 
 
-def finish(tui: CodeliaTui) -> None:
-    """No error, failed-tool or unknown-event line anywhere; Ctrl-C quits cleanly."""
-    assert tui.problems() == [], SEE_SCREEN
+def finish(tui: CodeliaTui, *, expected: str | None = None) -> None:
+    """No error, failed-tool or unknown-event line anywhere (but those matching
+    ``expected``); Ctrl-C quits cleanly."""
+    problems = [line for line in tui.problems() if not (expected and re.search(expected, line))]
+    assert problems == [], SEE_SCREEN
     assert tui.quit() == 0, SEE_SCREEN
 
 
@@ -140,6 +148,31 @@ def test_a_command_confirmed_in_the_dialog_runs(setup: Setup) -> None:
         finish(s.tui)
 
 
+def test_a_command_denied_with_a_reason_does_not_run_and_the_model_hears_why(
+    setup: Setup,
+) -> None:
+    model = ScriptedModel(
+        [shell_call(["sh", "-c", "echo denied-$((6*7))"]), text_response("Not running it.")]
+    )
+    with session(setup, model, approval_policy="untrusted") as s:
+        s.tui.ready()
+        s.tui.submit("Run it if I agree.")
+        s.tui.wait_for(r"Tab to add reason")
+
+        # Tab selects the last choice (deny) and opens the reason field.
+        s.tui.press("Tab")
+        s.tui.type("not on a Friday")
+        s.tui.press("Enter")
+        s.tui.wait_for(r"Not running it\.")
+        s.tui.wait_for(r"^● completed$")
+
+        # The call is drawn failed, with the reason; the command never ran.
+        s.tui.wait_for(r"^✖ .*not on a Friday")
+        assert "denied-42" not in s.tui.screen(), SEE_SCREEN
+        assert "not on a Friday" in s.request_text(1)
+        finish(s.tui, expected="not on a Friday")
+
+
 def test_the_tuis_approval_mode_reaches_the_runtime(setup: Setup) -> None:
     # The TUI appends `--approval-mode full-access` to the runtime's arguments; it
     # overrides config.toml's `untrusted`, so the command runs without a dialog.
@@ -155,4 +188,39 @@ def test_the_tuis_approval_mode_reaches_the_runtime(setup: Setup) -> None:
         screen = s.tui.screen()
         assert "don't ask again" not in screen, SEE_SCREEN
         assert re.search(r"^\s+trusted-42$", screen, re.M), SEE_SCREEN
+        finish(s.tui)
+
+
+def test_a_patch_shows_its_diff_before_the_dialog_and_applies_once_approved(
+    setup: Setup,
+) -> None:
+    target = setup.workspace / "greeting.txt"
+    target.write_text("hello\nworld\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: greeting.txt\n@@\n-hello\n+hello, patched\n world\n"
+        "*** End Patch"
+    )
+    model = ScriptedModel(
+        [function_call_response("apply_patch", {"input": patch}), text_response("Patched it.")]
+    )
+    with session(setup, model, approval_policy="untrusted") as s:
+        s.tui.ready()
+        s.tui.submit("Patch the greeting.")
+
+        # permission.preview draws the diff (line numbers, -/+ markers) above the dialog.
+        s.tui.wait_for(r"don't ask again")
+        screen = s.tui.screen()
+        assert re.search(r"^\s+1 - hello$", screen, re.M), SEE_SCREEN
+        assert re.search(r"^\s+1 \+ hello, patched$", screen, re.M), SEE_SCREEN
+        assert target.read_text() == "hello\nworld\n"
+
+        s.tui.press("y")
+        s.tui.wait_for(r"Patched it\.")
+        s.tui.wait_for(r"^● completed$")
+
+        assert target.read_text() == "hello, patched\nworld\n"
+        screen = s.tui.screen()
+        assert re.search(r"^✔ ApplyPatch", screen, re.M), SEE_SCREEN
+        # The result's diff equals the preview's: Codelia draws it once.
+        assert len(re.findall(r"^\s+1 \+ hello, patched$", screen, re.M)) == 1, SEE_SCREEN
         finish(s.tui)
