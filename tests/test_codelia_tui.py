@@ -26,7 +26,8 @@ from codexcore.testing import (
 from .codelia_tui import SEE_SCREEN, CodeliaTui, write_config
 
 MODEL = "gpt-tui-test"
-pytestmark = pytest.mark.timeout(60)
+# Each test takes about a second; its waits are bounded (15 s each), this bounds the whole.
+pytestmark = pytest.mark.timeout(45)
 
 
 class Setup:
