@@ -231,6 +231,29 @@ class CodeliaTui:
 
     # --- processes -------------------------------------------------------------------------
 
+    def processes(self) -> list[str]:
+        """The command lines of everything the TUI runs now (the runtime, its commands)."""
+        self._note_children()
+        return [_cmdline(pid) for pid in _descendants(self.pid) if not _zombie(pid)]
+
+    def wait_for_process(self, needle: str, *, within: float = 15.0) -> None:
+        """Wait until one of :meth:`processes` contains ``needle``."""
+        deadline = time.monotonic() + within
+        while not any(needle in line for line in self.processes()):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no process with {needle!r} within {within} s: {self.processes()}{SEE_SCREEN}"
+                )
+            time.sleep(POLL)
+
+    def wait_no_process(self, needle: str, *, within: float = 15.0) -> None:
+        """Wait until none of :meth:`processes` contains ``needle``."""
+        deadline = time.monotonic() + within
+        while left := [line for line in self.processes() if needle in line]:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still running after {within} s: {left}{SEE_SCREEN}")
+            time.sleep(POLL)
+
     def _note_children(self) -> None:
         """Remember every live descendant of the TUI (the runtime and its commands)."""
         for pid in _descendants(self.pid):

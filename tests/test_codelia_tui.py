@@ -225,3 +225,30 @@ def test_a_patch_shows_its_diff_before_the_dialog_and_applies_once_approved(
         # The result's diff equals the preview's: Codelia draws it once.
         assert len(re.findall(r"^\s+1 \+ hello, patched$", screen, re.M)) == 1, SEE_SCREEN
         finish(s.tui)
+
+
+def test_ctrl_c_cancels_a_running_command_and_the_next_prompt_works(setup: Setup) -> None:
+    model = ScriptedModel(
+        [
+            shell_call(["sh", "-c", "echo started; sleep 30; echo never-printed"]),
+            text_response("Ready again."),
+        ]
+    )
+    with session(setup, model, approval_policy="never") as s:
+        s.tui.ready()
+        s.tui.submit("Run the long command.")
+        s.tui.wait_for_process("sleep 30")
+
+        # Ctrl-C during a run sends run.cancel; the command's process group is killed.
+        s.tui.press("C-c")
+        s.tui.wait_for(r"Cancel requested")
+        s.tui.wait_for(r"runtime status: cancelled")
+        s.tui.wait_no_process("sleep 30", within=5)
+        assert "never-printed" not in s.tui.screen(), SEE_SCREEN
+
+        s.tui.submit("Are you still there?")
+        s.tui.wait_for(r"Ready again\.")
+        s.tui.wait_for(r"^● completed$")
+        assert "Are you still there?" in s.request_text(1)
+        # The interrupted call is drawn as failed; nothing else went wrong.
+        finish(s.tui, expected=r"(?i)aborted|cancel")
