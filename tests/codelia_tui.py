@@ -217,12 +217,14 @@ class CodeliaTui:
         """Press one key, by tmux's name for it (``y``, ``Enter``, ``Tab``, ``C-c``)."""
         self.tmux("send-keys", "-t", "tui", key)
 
-    def quit(self, *, within: float = 10.0) -> int:
-        """Ctrl-C at the idle prompt, as a user quits; wait for the TUI to exit, then for
-        every process it started (the runtime and its commands) to be gone. Returns the
-        TUI's exit status (128 + N when signal N ended it)."""
+    def quit(self, *, presses: int = 1, within: float = 10.0) -> int:
+        """Ctrl-C, as a user quits (once at the idle prompt; twice quickly during a run,
+        which force-quits); wait for the TUI to exit, then for every process it started
+        (the runtime and its commands) to be gone. Returns the TUI's exit status
+        (128 + N when signal N ended it)."""
         self._note_children()
-        self.press("C-c")
+        for _ in range(presses):
+            self.press("C-c")
         status = self.wait_for(rf"^{re.escape(EXITED)} (\d+)$", within=within)[1]
         deadline = time.monotonic() + within
         left = self._wait_children_gone(deadline)

@@ -252,3 +252,15 @@ def test_ctrl_c_cancels_a_running_command_and_the_next_prompt_works(setup: Setup
         assert "Are you still there?" in s.request_text(1)
         # The interrupted call is drawn as failed; nothing else went wrong.
         finish(s.tui, expected=r"(?i)aborted|cancel")
+
+
+@pytest.mark.parametrize("sandbox", ["workspace-write", "danger-full-access"])
+def test_force_quitting_mid_command_leaves_no_process(setup: Setup, sandbox: str) -> None:
+    # Ctrl-C twice quickly: the TUI exits and SIGKILLs its runtime; the command it
+    # was running must not outlive it, sandboxed or not.
+    model = ScriptedModel([shell_call(["sh", "-c", "sleep 31"]), text_response("Never.")])
+    with session(setup, model, approval_policy="never", sandbox_mode=sandbox) as s:
+        s.tui.ready()
+        s.tui.submit("Run the long command.")
+        s.tui.wait_for_process("sleep 31")
+        assert s.tui.quit(presses=2) == 0, SEE_SCREEN
