@@ -78,9 +78,12 @@ def finish(tui: CodeliaTui, *, expected: str | None = None) -> None:
     assert tui.quit() == 0, SEE_SCREEN
 
 
-def test_a_plain_answer_renders_once_with_the_model_in_the_status_bar(setup: Setup) -> None:
+def test_a_plain_answer_and_its_reasoning_render_once_with_the_model_in_the_status_bar(
+    setup: Setup,
+) -> None:
     answer = "Paris is the capital of France, says the scripted model."
-    model = ScriptedModel([text_response(answer)])
+    thought = "The user asks about geography; recall the capital."
+    model = ScriptedModel([text_response(answer, reasoning=thought)])
     with session(setup, model, reasoning_effort="high") as s:
         bar = s.tui.ready()
         assert bar.groupdict() == {"provider": "openai", "model": MODEL, "reasoning": "high"}, (
@@ -93,7 +96,9 @@ def test_a_plain_answer_renders_once_with_the_model_in_the_status_bar(setup: Set
 
         # The typed prompt reached the model through run.start.
         assert "What is the capital of France?" in s.request_text(0)
-        # A `final` equal to the last `text` is drawn once, not twice.
+        # The reasoning is drawn as its own block; a `final` equal to the last `text`
+        # is drawn once, not twice.
+        assert s.tui.screen().count(thought) == 1, SEE_SCREEN
         assert s.tui.screen().count(answer) == 1, SEE_SCREEN
         finish(s.tui)
 
