@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,7 +135,9 @@ class CodeliaTui:
     ) -> Iterator[CodeliaTui]:
         """The TUI started in ``cwd`` with ``--debug`` and ``args``; on the way out,
         whatever still runs is killed, and a failing test's output holds the screen."""
-        tui = cls(tmp / "tmux.sock", runtime_env(home, tmp))
+        # The tmux socket in a short directory of its own: a Unix socket's path is at
+        # most 107 bytes, and a test's tmp_path can be longer.
+        tui = cls(Path(tempfile.mkdtemp(prefix="ctui-")) / "tmux.sock", runtime_env(home, tmp))
         # A shell between tmux and the TUI reports its exit status on screen: tmux
         # 3.3 sometimes never reaps a pane's process (pane_dead_status stays empty).
         tui.tmux(
@@ -160,8 +163,7 @@ class CodeliaTui:
             if _start_time(pid) == started:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
+        shutil.rmtree(self.socket.parent, ignore_errors=True)
 
     # --- the screen ------------------------------------------------------------------------
 
