@@ -154,6 +154,34 @@ def test_a_command_confirmed_in_the_dialog_runs(setup: Setup) -> None:
         finish(s.tui)
 
 
+def test_dont_ask_again_approves_the_same_command_for_the_rest_of_the_session(
+    setup: Setup,
+) -> None:
+    command = ["sh", "-c", "echo again-$((6*7))"]
+    model = ScriptedModel(
+        [
+            shell_call(command),
+            text_response("First run."),
+            shell_call(command),
+            text_response("Second run."),
+        ]
+    )
+    with session(setup, model, approval_policy="untrusted") as s:
+        s.tui.ready()
+        s.tui.submit("Run it.")
+        s.tui.wait_for(r"^\s+2\. \S+ \(don't ask again\)$")
+        s.tui.press("2")  # select "don't ask again", then confirm it
+        s.tui.press("Enter")
+        s.tui.wait_for(r"First run\.")
+        s.tui.wait_for(r"^● completed$")
+
+        # The same command again: it runs with no dialog (one would hold the run).
+        s.tui.submit("Run it again.")
+        s.tui.wait_for(r"Second run\.")
+        assert len(re.findall(r"^\s+again-42$", s.tui.screen(), re.M)) == 2, SEE_SCREEN
+        finish(s.tui)
+
+
 def test_a_command_denied_with_a_reason_does_not_run_and_the_model_hears_why(
     setup: Setup,
 ) -> None:
