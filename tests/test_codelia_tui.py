@@ -126,6 +126,26 @@ def test_a_command_runs_and_its_output_replaces_the_pending_call(setup: Setup) -
         finish(s.tui)
 
 
+def test_a_failing_command_is_drawn_failed_with_its_exit_code_and_stderr(setup: Setup) -> None:
+    model = ScriptedModel(
+        [
+            shell_call(["sh", "-c", "echo broke-$((6*7)) >&2; exit 3"]),
+            text_response("It failed."),
+        ]
+    )
+    with session(setup, model, approval_policy="never") as s:
+        s.tui.ready()
+        s.tui.submit("Run the broken command.")
+        s.tui.wait_for(r"It failed\.")
+        s.tui.wait_for(r"^● completed$")
+
+        screen = s.tui.screen()
+        assert re.search(r"^✖ Shell failed - .*exit 3", screen, re.M), SEE_SCREEN
+        assert re.search(r"^\s+Exit code: 3$", screen, re.M), SEE_SCREEN
+        assert re.search(r"^\s+broke-42$", screen, re.M), SEE_SCREEN
+        finish(s.tui, expected=r"Shell failed")
+
+
 def test_a_command_confirmed_in_the_dialog_runs(setup: Setup) -> None:
     model = ScriptedModel(
         [shell_call(["sh", "-c", "echo confirmed-$((6*7))"]), text_response("Approved and ran.")]
