@@ -274,7 +274,8 @@ def test_a_patch_shows_its_diff_before_the_dialog_and_applies_once_approved(
 
         assert target.read_text() == "hello, patched\nworld\n"
         screen = s.tui.screen()
-        assert re.search(r"^✔ ApplyPatch", screen, re.M), SEE_SCREEN
+        # As Codelia draws it: the call counts the files its patch text touches.
+        assert re.search(r"^✔ ApplyPatch: 1 file\(s\)$", screen, re.M), SEE_SCREEN
         # The result's diff equals the preview's: Codelia draws it once.
         assert len(re.findall(r"^\s+1 \+ hello, patched$", screen, re.M)) == 1, SEE_SCREEN
         finish(s.tui)
