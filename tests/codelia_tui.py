@@ -19,6 +19,7 @@ Every wait is bounded and, when it times out, says what the screen showed.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -36,6 +37,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "@codelia/tui-linux-x64"
 VERSION = "0.1.81"
+# The same package and version as .ci/install-codelia-tui installs.
 BINARY = ROOT / ".ci" / "codelia" / "node_modules" / PACKAGE / "bin" / "codelia-tui"
 
 WIDTH, HEIGHT = 120, 50
@@ -67,6 +69,12 @@ def tui_binary() -> Path:
         pytest.skip(
             f"the Codelia TUI ({PACKAGE}@{VERSION}) is not installed at {BINARY}: "
             "run .ci/install-codelia-tui (it needs npm and the npm registry)"
+        )
+    installed = json.loads((BINARY.parents[1] / "package.json").read_text())["version"]
+    if installed != VERSION:
+        pytest.skip(
+            f"{PACKAGE} {installed} is installed, these tests pin {VERSION}: "
+            "run .ci/install-codelia-tui"
         )
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed: run .ci/install-codelia-tui (apt-get install tmux)")
