@@ -227,6 +227,30 @@ def test_a_command_denied_with_a_reason_does_not_run_and_the_model_hears_why(
         finish(s.tui, expected="not on a Friday")
 
 
+def test_a_bang_command_runs_by_shell_exec_and_reaches_the_model_once(setup: Setup) -> None:
+    # `!COMMAND` is the TUI's bang mode: shell.exec runs it with no model request;
+    # the TUI queues its result and puts it, as a <shell_result> block, before the
+    # next prompt (Codelia's dev-docs/specs/tui-bang-shell-mode.md: "Execution result
+    # is not sent to model at execution time"), so the model must see it once.
+    model = ScriptedModel([text_response("I saw it.")])
+    with session(setup, model) as s:
+        s.tui.ready()
+        s.tui.type("!")
+        s.tui.submit("echo bang-$((6*7))")
+        s.tui.wait_for(r"^bang exec done: exit=0")
+        s.tui.wait_for(r"^\s+bang-42$")
+        assert model.requests == [], SEE_SCREEN
+
+        s.tui.submit("What did it print?")
+        s.tui.wait_for(r"I saw it\.")
+        s.tui.wait_for(r"^● completed$")
+        request = s.request_text(0)
+        assert "<shell_result>" in request, SEE_SCREEN
+        given = s.model.requests[0]["input"]
+        assert request.count("bang-42") == 1, f"the model got the output more than once: {given}"
+        finish(s.tui)
+
+
 def test_the_tuis_approval_mode_reaches_the_runtime(setup: Setup) -> None:
     # The TUI appends `--approval-mode full-access` to the runtime's arguments; it
     # overrides config.toml's `untrusted`, so the command runs without a dialog.
