@@ -260,7 +260,12 @@ CUT_OFF = "the session stopped before this call's output was recorded; it may or
 
 def unanswered_calls(items: Sequence[Item]) -> list[Item]:
     """The calls in ``items`` that no output item in ``items`` answers, in order."""
-    answered = {item.get("call_id") for item in items if not is_call(item)}
+    # Only string ids answer a call: a recorded item may hold anything (a list is unhashable).
+    answered = {
+        call_id
+        for item in items
+        if not is_call(item) and isinstance(call_id := item.get("call_id"), str)
+    }
     return [item for item in items if is_call(item) and item.get("call_id") not in answered]
 
 

@@ -139,6 +139,16 @@ def _replacing(index: int, record: dict[str, Any]) -> bytes:
 @example(body=_replacing(0, {"type": "session_meta", "session_id": "s", "forked_from": False}))
 @example(body=_replacing(5, {"type": "fork", "items": 1, "response_id": "resp_1"}))
 @example(body=_replacing(2, {"type": "turn", "items": []}))
+@example(
+    body=_replacing(
+        3,
+        {
+            "type": "tool_outputs",
+            "items": [{"type": "function_call_output", "call_id": ["c1"], "output": "x"}],
+            "response_id": "resp_1",
+        },
+    )
+)
 @fuzz(3_000)
 def test_reading_a_session_file_never_fails_on_its_content(home: Path, body: bytes) -> None:
     """A file's content can make it *bad* (BadRollout: skipped and named when listing,
