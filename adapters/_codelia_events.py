@@ -251,12 +251,24 @@ def patch_diff(changes: Mapping[str, FileChange]) -> str:
     return "".join(change_diff(path, change) for path, change in changes.items()).rstrip("\n")
 
 
+_HEADER = {"add": "Add", "delete": "Delete", "update": "Update"}
+
+
+def patch_headers(changes: Mapping[str, FileChange]) -> str:
+    """The patch's outline in apply_patch's own grammar: one file header a change."""
+    lines = [
+        f"*** {_HEADER.get(change.TYPE, 'Update')} File: {path}" for path, change in changes.items()
+    ]
+    return "\n".join(["*** Begin Patch", *lines, "*** End Patch"])
+
+
 def _patch_call(run: RunView, call_id: str, changes: dict[str, FileChange]) -> list[AgentEvent]:
     run.changes[call_id] = changes
     if call_id in run.open_calls:
         return []
     run.open_calls[call_id] = APPLY_PATCH
-    args = {"files": sorted(changes)}
+    # Codelia's TUI counts a patch's files from its "*** ... File:" headers.
+    args = {"files": sorted(changes), "patch": patch_headers(changes)}
     return [{"type": "tool_call", "tool": APPLY_PATCH, "args": args, "tool_call_id": call_id}]
 
 

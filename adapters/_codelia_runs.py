@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shlex
 import uuid
 from collections.abc import Mapping
@@ -87,6 +88,7 @@ class Codelia:
     listening: bool = False
     model: str | None = None  # from the session's latest session_configured
     effort: str | None = None
+    cwd: str | None = None  # the session's, to show patch paths inside it short
     pending: dict[str, Any] = attrs.field(factory=dict)  # configure_session fields for next run
     chosen: bool = False  # model.set was used on this connection
     waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
@@ -161,7 +163,7 @@ class Codelia:
     async def on_event(self, event: Event) -> None:
         msg = event.msg
         if isinstance(msg, SessionConfigured):
-            self.model, self.effort = msg.model, msg.reasoning_effort
+            self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
         if isinstance(msg, SessionConfigured | ErrorEvent):
             waiter = self.waiters.get(event.id)
             if waiter is not None and not waiter.done():
@@ -264,7 +266,9 @@ class Codelia:
         from ._jsonrpc_server import ConnectionClosed
 
         try:
-            answer = await self.ctx.request("ui.confirm.request", confirm_params(run.id, request))
+            answer = await self.ctx.request(
+                "ui.confirm.request", confirm_params(run.id, request, self.cwd)
+            )
         except ConnectionClosed:
             return  # the UI is gone: the request stays unanswered (see docs/jsonrpc.md)
         except RpcError as exc:
@@ -319,19 +323,24 @@ def _terminal(msg: Any) -> tuple[str, str | None] | None:
 
 
 def confirm_params(
-    run_id: str, request: ExecApprovalRequest | ApplyPatchApprovalRequest
+    run_id: str,
+    request: ExecApprovalRequest | ApplyPatchApprovalRequest,
+    cwd: str | None = None,
 ) -> dict[str, Any]:
-    """``ui.confirm.request``'s params for an approval request (seed 000, section 7.1)."""
+    """``ui.confirm.request``'s params for an approval request (seed 000, section 7.1).
+
+    A patch's files are named relative to the session's ``cwd`` when they land
+    inside it, and by where they really land otherwise: the Codelia TUI redraws
+    only its bottom rows, and a long line there pushes the call's own line out
+    of reach, so the short form is kept for the common case.
+    """
     if isinstance(request, ExecApprovalRequest):
         title = "Run command?"
         lines = [shlex.join(request.command), f"in {request.cwd}"]
     else:
         title = "Apply patch?"
         lines = [
-            f"{path} -> {target}" if target != path else path
-            for path, target in {
-                p: request.resolved_paths.get(p, p) for p in request.changes
-            }.items()
+            _landing(path, request.resolved_paths.get(path, path), cwd) for path in request.changes
         ]
     if request.reason:
         lines.append(request.reason)
@@ -345,6 +354,13 @@ def confirm_params(
         "allow_remember": True,
         "allow_reason": True,
     }
+
+
+def _landing(path: str, target: str, cwd: str | None) -> str:
+    """How a confirm names one file of a patch: short inside ``cwd``, else where it lands."""
+    if target == path and cwd and path.startswith(cwd.rstrip(os.sep) + os.sep):
+        return os.path.relpath(path, cwd)
+    return path if target == path else f"{path} -> {target}"
 
 
 def _confirm_result(answer: Any) -> tuple[bool, bool, str | None]:

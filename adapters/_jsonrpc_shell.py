@@ -113,7 +113,11 @@ async def shell_exec(ctx: RpcContext, params: ShellExecParams) -> dict[str, Any]
     shells, sub_id = _shells(ctx), f"shell-{uuid.uuid4().hex}"
     ended = shells.expect(sub_id)
     try:
-        op = RunUserShellCommand(params.command, timeout_ms=timeout_ms, cwd=params.cwd)
+        # record=False: the Codelia TUI sends the result to the model itself, in a
+        # <shell_result> block before the next prompt (its bang-mode spec).
+        op = RunUserShellCommand(
+            params.command, timeout_ms=timeout_ms, cwd=params.cwd, record=False
+        )
         try:
             await attachment.submit(Submission(sub_id, op))
         except NotAccepted as exc:

@@ -102,6 +102,18 @@ async def test_output_streams_as_user_shell_and_the_next_request_carries_it(
     assert "oops\n" in record
 
 
+async def test_record_false_keeps_it_from_the_model(tmp_path: Path) -> None:
+    # A UI that hands the result to the model itself (the Codelia TUI) asks for this.
+    model = ScriptedModel([text_response("Nothing seen.")])
+    async with running_engine(model, tmp_path, sandbox_policy=UNCONFINED) as ui:
+        await ui.submit(RunUserShellCommand("echo private", record=False), id="u1")
+        end = await ui.until(p.ExecCommandEnd, id="u1")
+        await ui.submit(say("anything?"), id="t1")
+        await ui.until(p.TaskComplete, id="t1")
+    assert end.msg.stdout == "private\n"
+    assert shell_records(model.requests[0]) == []
+
+
 def test_the_users_shell_is_a_login_shell_of_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHELL", "/bin/sh")
     assert user_shell_argv("ls") == ("/bin/sh", "-lc", "ls")

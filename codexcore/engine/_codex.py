@@ -818,6 +818,8 @@ class Codex:
             sandbox=session.sandbox or UNCONFINED,
             emit=self._emitter(sub.id),
         )
+        if not op.record:
+            return  # the UI hands the result to the model itself
         record = user_shell_record(op.command, result, limit_bytes=self.config.exec_output_limit)
         running = session.running
         if running is not None and not running.runner.done():

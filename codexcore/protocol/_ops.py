@@ -92,12 +92,15 @@ class RunUserShellCommand(Tagged):
     it after that long (``timed_out``); ``cwd`` (default the Session's cwd; a
     relative one is taken from there) must be a directory inside the Session's
     cwd, symlinks resolved, else the op is answered by ``error`` with code
-    ``bad_cwd`` and nothing runs.
+    ``bad_cwd`` and nothing runs. ``record`` false keeps the command and its
+    output out of what the model is sent, for a UI that hands the result to
+    the model itself (the Codelia TUI adds its own ``<shell_result>`` block).
     """
 
     command: str
     timeout_ms: int | None = None
     cwd: str | None = None
+    record: bool = True
 
 
 @OPS.register("stop")
