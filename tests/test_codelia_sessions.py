@@ -133,6 +133,15 @@ async def test_unknown_and_unreadable_sessions(tmp_path: Path) -> None:
         await ui.answer("1")
         sessions = await _listed(ui)
         assert [s["last_user_message"] for s in sessions] == ["other session", "and again"]
+        await ui.server.send(req("5", "session.list", workspace_root=str(tmp_path / "else")))
+        assert (await ui.answer("5"))["result"] == {
+            "sessions": [],
+            "current_workspace_root": str(tmp_path / "else"),
+        }
+        await ui.server.send(req("6", "session.list", limit=1, workspace_root=str(tmp_path)))
+        assert [s["workspace_root"] for s in (await ui.answer("6"))["result"]["sessions"]] == [
+            str(tmp_path)
+        ]
         sent, answer = await _replay(ui, "3", session_id=bad_id)
         assert sent == []
         assert answer["error"]["code"] == -32005, answer
