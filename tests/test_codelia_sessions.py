@@ -149,3 +149,26 @@ async def test_unknown_and_unreadable_sessions(tmp_path: Path) -> None:
         sent, answer = await _replay(ui, "4", session_id="no-such-session")
         assert (sent, answer["error"]["code"]) == ([], -32004), answer
         await finish(ui)
+
+
+async def test_a_confirmed_command_replays_with_its_preflight_events(tmp_path: Path) -> None:
+    model = ScriptedModel([shell_call(["touch", "made"], call_id="c1"), text_response("Made.")])
+    async with serving(tmp_path, model, "--approval-mode", "minimal") as (live, _):
+        await live.server.send(
+            tui_initialize(**TUI_CAPABILITIES),
+            req("2", "run.start", input={"type": "text", "text": "make a file"}),
+        )
+        run_id = (await live.answer("2"))["result"]["run_id"]
+        confirm = await live.until("ui.confirm.request")
+        await live.server.send({"jsonrpc": "2.0", "id": confirm["id"], "result": {"ok": True}})
+        assert await live.run_to_end(run_id) == "completed"
+        await finish(live)
+    async with serving(tmp_path, ScriptedModel([])) as (ui, _):
+        await ui.server.send(tui_initialize(**TUI_CAPABILITIES))
+        await ui.answer("1")
+        session_id = (await _listed(ui))[0]["session_id"]
+        sent, answer = await _replay(ui, "3", session_id=session_id)
+        assert [_steady(p) for p in sent] == [_steady(p) for p in _live(live)]
+        assert "permission.ready" in [p["event"]["type"] for p in sent]
+        assert answer["result"] == {"runs": 1, "events_sent": len(sent), "truncated": False}
+        await finish(ui)
