@@ -398,8 +398,8 @@ NOT_SENT: Mapping[str, str] = {
     "token_count": "sent as run.context",
     "warning": "no AgentEvent carries it: logged on stderr, a runtime log line in the TUI",
     "submission_ack": "the dialect's own bookkeeping",
-    "session_list": "answers a native op this dialect does not send",
-    "session_history": "answers a native op this dialect does not send",
+    "session_list": "answers session.list's list_sessions: becomes that method's result",
+    "session_history": "answers session.history's get_history: its events are replayed",
     "shutdown_complete": "the session's end closes the connection",
 }
 """EventMsg types no Codelia UI is sent (a client that asked for codexcore events gets them)."""

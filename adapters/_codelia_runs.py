@@ -192,16 +192,12 @@ class Codelia:
         async with run.lock:
             if run.finished:
                 return
-            wire = orjson.loads(encode_event(event))
-            meta = {"codexcore": wire}
-            events = build(run.view, msg)
-            if not events and self.wants_codexcore:
-                events = [codexcore_event(wire["msg"])]
+            events, meta = agent_events(run.view, event, self.wants_codexcore)
             for agent_event in events:
                 await self.send_event(run, agent_event, meta)
             if isinstance(msg, TokenCount):
                 await self.send_context(run, msg)
-            terminal = _terminal(msg)
+            terminal = terminal_status(msg)
             if terminal is not None:
                 await self.finish(run, *terminal)
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
@@ -312,7 +308,19 @@ class Codelia:
             await self.submit(op)
 
 
-def _terminal(msg: Any) -> tuple[str, str | None] | None:
+def agent_events(
+    view: RunView, event: Event, wants_codexcore: bool
+) -> tuple[list[AgentEvent], dict[str, Any]]:
+    """The ``agent.event``s one of a run's engine events becomes, and the ``meta`` each
+    carries: the same for a live run and for one ``session.history`` replays."""
+    wire = orjson.loads(encode_event(event))
+    events = build(view, event.msg)
+    if not events and wants_codexcore:
+        events = [codexcore_event(wire["msg"])]
+    return events, {"codexcore": wire}
+
+
+def terminal_status(msg: Any) -> tuple[str, str | None] | None:
     if isinstance(msg, TaskComplete):
         return ("completed", None)
     if isinstance(msg, TurnAborted):

@@ -24,6 +24,7 @@ import attrs
 
 from codexcore import __version__
 
+from ._codelia_sessions import add_session_methods
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
 from ._jsonrpc_control import add_control_methods
 from ._jsonrpc_shell import add_shell_methods
@@ -378,4 +379,5 @@ def standard_methods() -> MethodTable:
     seed001(table)  # seed 001: chat, exit
     add_control_methods(table)  # seed 004: get_status, stop, checkpoint, inject_prompt, ...
     add_shell_methods(table)  # seed 000: shell.exec, on the user's shell
+    add_session_methods(table)  # seed 000: session.list, session.history
     return table

@@ -218,7 +218,7 @@ async def test_every_seed_method_not_yet_registered_answers_32601_naming_it(
 ) -> None:
     served = set(standard_methods().names)
     methods = sorted({m for names in SEED_METHODS.values() for m in names} - served)
-    assert "session.list" in methods
+    assert "mcp.list" in methods
     assert "set_interactive_mode" in methods
     assert "generate" in methods
     async with stdio(tmp_path) as ui:
