@@ -131,9 +131,7 @@ class Task:
             diff = TurnDiffTracker(self._config.cwd)
             await self._run_calls(calls, response_id, diff)
             await self._report_diff(diff)
-        await self._emit(
-            TurnComplete(response_id, body.get("model"), _iso(started), latency_ms)
-        )
+        await self._emit(TurnComplete(response_id, body.get("model"), _iso(started), latency_ms))
         messages = [message_text(i) for i in output if i.get("type") == "message"]
         return TurnResult(response_id, bool(calls), messages[-1] if messages else None)
 
