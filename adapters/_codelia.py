@@ -148,6 +148,7 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
     run = Run(
         f"run-{uuid.uuid4().hex[:16]}",
         ctx.client_capabilities.get("supports_permission_preflight_events") is True,
+        diagnostics=ctx.diagnostics,
     )
     if state.active is not None:  # another run.start got in while we resumed
         raise RpcError(RUNTIME_BUSY, f"runtime busy: run {state.active.id} is still running")

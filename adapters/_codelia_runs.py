@@ -42,10 +42,12 @@ from codexcore.protocol import (
     TaskComplete,
     TokenCount,
     TurnAborted,
+    TurnComplete,
     WarningEvent,
     encode_event,
 )
 
+from ._codelia_diagnostics import RunDiagnostics
 from ._codelia_events import AgentEvent, RunView, build, codexcore_event
 from ._codelia_models import current_model
 from ._host import Attachment, NotAccepted
@@ -66,8 +68,9 @@ NO_CONFIRM = "denied: the UI cannot ask for confirmation (it did not declare sup
 class Run:
     """One ``run.start``: its events' view, its seq, its status."""
 
-    def __init__(self, run_id: str, preflight: bool) -> None:
+    def __init__(self, run_id: str, preflight: bool, diagnostics: bool = False) -> None:
         self.id = run_id
+        self.diagnostics = RunDiagnostics(run_id) if diagnostics else None
         self.view = RunView(run_id, preflight=preflight)
         self.seq = 0
         self.status = "running"
@@ -114,7 +117,8 @@ class Codelia:
 
     async def adopt(self, request: Event) -> None:
         """Take on a Task that waits for an approval its UI never gave (that UI left):
-        it becomes a run of this connection, and the approval is asked again here."""
+        it becomes a run of this connection, and the approval is asked again here.
+        It sends no diagnostics: its earlier requests went to the UI that left."""
         if request.id in self.runs:
             return
         run = Run(
@@ -197,6 +201,7 @@ class Codelia:
                 await self.send_event(run, agent_event, meta)
             if isinstance(msg, TokenCount):
                 await self.send_context(run, msg)
+            await self.diagnose(run, msg)
             terminal = terminal_status(msg)
             if terminal is not None:
                 await self.finish(run, *terminal)
@@ -223,10 +228,23 @@ class Codelia:
         left = max(0, min(100, round(100 * (1 - used / window))))
         await self.ctx.notify("run.context", {"run_id": run.id, "context_left_percent": left})
 
+    async def diagnose(self, run: Run, msg: Any) -> None:
+        """The run's opt-in ``run.diagnostics``: usage kept, one ``llm_call`` per request."""
+        if run.diagnostics is None:
+            return
+        if isinstance(msg, TokenCount):
+            run.diagnostics.token_count(msg)
+        elif isinstance(msg, TurnComplete):
+            call = run.diagnostics.llm_call(msg, current_model(self))
+            await self.ctx.notify("run.diagnostics", call)
+
     async def finish(self, run: Run, status: str, message: str | None) -> None:
-        """The run's one terminal status (call with its lock held); nothing of it follows."""
+        """The run's one terminal status (call with its lock held); nothing of it follows.
+        With diagnostics, the run's ``run_summary`` goes just before it, as in Codelia."""
         if run.finished:
             return
+        if run.diagnostics is not None:
+            await self.ctx.notify("run.diagnostics", run.diagnostics.run_summary())
         await self.send_status(run, status, message)
         run.finished = True
         run.done.set()

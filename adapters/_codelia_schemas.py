@@ -44,8 +44,76 @@ RESULTS: Mapping[str, Mapping[str, Any]] = {
 }
 """Each method's result schema, by method name."""
 
-NOTIFICATIONS = ("agent.event", "run.status", "run.context")
+NOTIFICATIONS = ("agent.event", "run.status", "run.context", "run.diagnostics")
 """What a run sends while it runs."""
+
+
+_COUNT = {"type": "integer", "minimum": 0}
+_NULLABLE_COUNT = {"type": ["integer", "null"]}
+_NULLABLE_NUMBER = {"type": ["number", "null"]}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_USAGE = _object(
+    {"input_tokens": _COUNT, "output_tokens": _COUNT, "total_tokens": _COUNT},
+    {
+        "input_cached_tokens": _NULLABLE_COUNT,
+        "input_cache_creation_tokens": _NULLABLE_COUNT,
+        "input_image_tokens": _NULLABLE_COUNT,
+    },
+)
+_CALL = _object(
+    {
+        "run_id": _TEXT,
+        "seq": _COUNT,
+        "model": _TEXT,
+        "request_ts": _TEXT,
+        "response_ts": _TEXT,
+        "latency_ms": _COUNT,
+        "cache": _object(
+            {
+                "hit_state": {"enum": ["hit", "miss", "unknown"]},
+                "cache_read_tokens": _COUNT,
+                "cache_creation_tokens": _COUNT,
+            },
+            {"cache_read_ratio": _NULLABLE_NUMBER},
+        ),
+    },
+    {
+        "provider": _TEXT,
+        "stop_reason": _NULLABLE_TEXT,
+        "usage": {"oneOf": [_USAGE, {"type": "null"}]},
+        "cost_usd": _NULLABLE_NUMBER,
+        "provider_meta_summary": _NULLABLE_TEXT,
+    },
+)
+_BY_MODEL = _object(
+    {
+        "calls": _COUNT,
+        "input_tokens": _COUNT,
+        "output_tokens": _COUNT,
+        "cached_input_tokens": _COUNT,
+        "cache_creation_tokens": _COUNT,
+        "total_tokens": _COUNT,
+    },
+    {"cost_usd": _NULLABLE_NUMBER},
+)
+_SUMMARY = _object(
+    {
+        "total_calls": _COUNT,
+        "total_tokens": _COUNT,
+        "total_input_tokens": _COUNT,
+        "total_output_tokens": _COUNT,
+        "total_cached_input_tokens": _COUNT,
+        "total_cache_creation_tokens": _COUNT,
+        "by_model": {"type": "object", "additionalProperties": _BY_MODEL},
+    },
+    {"total_cost_usd": _NULLABLE_NUMBER},
+)
+_DIAGNOSTICS = _object(
+    {"run_id": _TEXT, "kind": {"enum": ["llm_call", "run_summary"]}},
+    {"call": _CALL, "summary": _SUMMARY},
+)
+"""``run.diagnostics``' params (seed 000, section 5.7.1): ``call`` with ``kind: llm_call``,
+``summary`` with ``kind: run_summary`` (by-name params: OpenRPC lists them one by one)."""
 
 
 def declare(table: MethodTable) -> None:
@@ -77,6 +145,12 @@ def declare(table: MethodTable) -> None:
                 "context_left_percent": {"type": "integer", "minimum": 0, "maximum": 100},
             }
         ),
+    )
+    table.sends(
+        "run.diagnostics",
+        "Seed 000 (opt-in, serve --diagnostics): one llm_call per model request, then a "
+        "run_summary just before the run's terminal status",
+        _DIAGNOSTICS,
     )
     table.sends(
         "ui.confirm.request",

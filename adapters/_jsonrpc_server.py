@@ -75,6 +75,8 @@ class RpcOptions:
     methods: MethodTable = attrs.field(factory=standard_methods, eq=False)
     max_pending: int = 100
     session_id: str | None = None
+    diagnostics: bool = False
+    """Send seed 000's opt-in ``run.diagnostics`` (``serve --diagnostics``)."""
 
 
 class ConnectionClosed(Exception):
@@ -134,8 +136,11 @@ class RpcContext:
         require_token: bool,
         lossless: bool,
         bound_session: str | None = None,
+        diagnostics: bool = False,
     ) -> None:
         self.host = host
+        self.diagnostics = diagnostics
+        """The server was asked for opt-in diagnostics notifications (``serve --diagnostics``)."""
         self.bound_session = bound_session
         """The one session this connection acts on (a per-session socket's), else None."""
         self.methods = methods
@@ -342,6 +347,7 @@ class RpcConnection:
             require_token=require_initialize,
             lossless=True,
             bound_session=options.session_id,
+            diagnostics=options.diagnostics,
         )
         self.stuck_timeout = stuck_timeout
         self.stdio = stdio

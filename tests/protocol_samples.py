@@ -76,7 +76,7 @@ EVENT_MSGS: list[Any] = [
     p.PatchApplyBegin("call_2", True, CHANGES),
     p.PatchApplyEnd("call_2", "Success. Updated the following files:\nA new.txt\n", "", True),
     p.TurnDiff("diff --git a/x b/x\n"),
-    p.TurnComplete("resp_2"),
+    p.TurnComplete("resp_2", "gpt-5.1-codex", "2026-01-02T03:04:05.678Z", 1234),
     p.TaskComplete("Done.", "resp_2", stopped_by="checkpoint"),
     p.TokenCount(100, 20, 50, 10, 150),
     p.WarningEvent("sandbox unavailable"),

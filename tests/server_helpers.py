@@ -308,13 +308,19 @@ class StdioServer(_Process, LineLink):
 
     @classmethod
     async def start(
-        cls, base_url: str | None, cwd: Path, *args: str, argv: list[str] | None = None
+        cls,
+        base_url: str | None,
+        cwd: Path,
+        *args: str,
+        argv: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> StdioServer:
+        """``env``: variables added to the clean ``server_env``."""
         server = cls()
         command = argv or [PY, "-m", "codexcore", "serve", "--stdio", *args]
         await server._spawn(
             command,
-            server_env(base_url),
+            server_env(base_url, **(env or {})),
             cwd,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,

@@ -96,6 +96,13 @@ def register(subparsers: Any) -> None:
         help="the wire: auto (each connection's first line chooses: a JSON-RPC 2.0 object "
         "selects JSON-RPC, anything else native), or one forced (docs/jsonrpc.md)",
     )
+    dialect.add_argument(
+        "--diagnostics",
+        action="store_true",
+        help="send seed 000's run.diagnostics to the UI that started a run: per model "
+        "request latency, usage and cache, and a summary per run (also "
+        "CODEXCORE_DIAGNOSTICS=1; docs/jsonrpc.md)",
+    )
     sessions = parser.add_argument_group("sessions")
     sessions.add_argument("--profile", help="a profile from config.toml")
     sessions.add_argument(
@@ -248,7 +255,9 @@ def _dialects(args: argparse.Namespace) -> Dialects:
     from ..adapters._dialect import Dialects
     from ..adapters._jsonrpc_server import RpcOptions
 
-    return Dialects(args.protocol, RpcOptions(max_pending=args.max_pending_requests))
+    diagnostics = args.diagnostics or os.environ.get("CODEXCORE_DIAGNOSTICS", "").strip() == "1"
+    options = RpcOptions(max_pending=args.max_pending_requests, diagnostics=diagnostics)
+    return Dialects(args.protocol, options)
 
 
 async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_fd: int) -> int:

@@ -10,7 +10,9 @@ the Task.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -117,7 +119,10 @@ class Task:
         body = build_request(
             self._config, self._history, new_items, TOOLS, session_id=self._session_id
         )
+        started = datetime.now(UTC)
+        clock = time.monotonic()
         response_id, output = await self._stream(body)
+        latency_ms = round((time.monotonic() - clock) * 1000)
         self._history.record([*new_items, *output], response_id)
         # Every call is answered, the ones no tool runs with an error: an
         # unanswered call makes the next request malformed.
@@ -126,7 +131,7 @@ class Task:
             diff = TurnDiffTracker(self._config.cwd)
             await self._run_calls(calls, response_id, diff)
             await self._report_diff(diff)
-        await self._emit(TurnComplete(response_id))
+        await self._emit(TurnComplete(response_id, body.get("model"), _iso(started), latency_ms))
         messages = [message_text(i) for i in output if i.get("type") == "message"]
         return TurnResult(response_id, bool(calls), messages[-1] if messages else None)
 
@@ -184,3 +189,8 @@ class Task:
             for call in calls[len(outputs) :]:
                 outputs.append(aborted_output(call))
             self._history.record_tool_outputs(outputs, response_id)
+
+
+def _iso(moment: datetime) -> str:
+    """``2026-01-02T03:04:05.678Z``: JavaScript's ``toISOString`` form, which UIs parse."""
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

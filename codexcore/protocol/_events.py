@@ -197,9 +197,18 @@ class TurnDiff(Tagged):
 @EVENT_MSGS.register("turn_complete")
 @attrs.frozen(repr=False, eq=False)
 class TurnComplete(Tagged):
-    """A model response completed; ``response_id`` is a bookmark to fork from."""
+    """A model response completed; ``response_id`` is a bookmark to fork from.
+
+    ``model`` is the model the Turn's request named; ``request_ts`` (ISO 8601,
+    UTC) when it was sent; ``latency_ms`` from then until the response
+    completed (retries included; the Turn's tool calls are not). Null when
+    unknown (older producers).
+    """
 
     response_id: str | None = None
+    model: str | None = None
+    request_ts: str | None = None
+    latency_ms: int | None = None
 
 
 @EVENT_MSGS.register("task_complete")
