@@ -144,7 +144,7 @@ def ui_context_part(context: dict[str, Any]) -> tuple[InputItem, ...]:
         cut = len(text) - MAX_SELECTED_TEXT
         selection = {**selection, "selected_text": f"{text[:MAX_SELECTED_TEXT]}...[{cut} more]"}
         shown["selection"] = selection
-    block = json.dumps(shown, ensure_ascii=False, indent=2)
+    block = json.dumps(shown, ensure_ascii=False)
     return (TextInput(f"<ui_context>\n{block}\n</ui_context>"),)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from codexcore.adapters._codelia_context import MAX_SELECTED_TEXT, ui_context_part
+from codexcore.protocol import TextInput
 from codexcore.testing import ScriptedModel, text_response
 
 from .test_codelia import finish, req, serving, tui_initialize
@@ -181,3 +183,30 @@ async def test_tool_call_refuses_unknown_tools_and_bad_arguments_naming_them(
     assert "params.arguments.command: expected a string" in errors["4"]["message"]
     assert "params.arguments: missing required field" in errors["5"]["message"]
     assert "params.arguments.cwd" in errors["6"]["message"]
+
+
+def test_a_long_selection_reaches_the_model_cut_and_saying_so() -> None:
+    text = "x" * (MAX_SELECTED_TEXT + 5)
+    (part,) = ui_context_part({"selection": {**SELECTION, "selected_text": text}})
+    assert isinstance(part, TextInput)
+    shown = ui_context_blocks({"input": [{"content": [{"text": part.text}]}]})
+    assert shown[0]["selection"]["selected_text"] == "x" * MAX_SELECTED_TEXT + "...[5 more]"
+    assert ui_context_part({}) == ()
+
+
+async def test_ui_context_update_sent_as_a_request_is_kept_and_answered_null(
+    tmp_path: Path,
+) -> None:
+    async with serving(tmp_path, ScriptedModel([])) as (ui, _):
+        await ui.server.send(
+            tui_initialize(),
+            req("2", "ui.context.update", workspace_root="/w"),
+            req("3", "ui.context.update", active_file={"language_id": "ts"}),
+            req("4", "context.inspect"),
+        )
+        assert (await ui.answer("2"))["result"] is None
+        error = (await ui.answer("3"))["error"]
+        assert error["code"] == -32602
+        assert "params.active_file.path: missing required field" in error["message"]
+        assert (await ui.answer("4"))["result"]["ui_context"] == {"workspace_root": "/w"}
+        await finish(ui)
