@@ -31,6 +31,7 @@ from codexcore.protocol import (
     UserInput,
 )
 
+from ._codelia_context import keep_ui_context, ui_context_part
 from ._codelia_models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
 from ._codelia_runs import Codelia, Run
 from ._host import Attachment
@@ -132,6 +133,7 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
     if state.active is not None:
         raise RpcError(RUNTIME_BUSY, f"runtime busy: run {state.active.id} is still running")
     items = () if params.force_compaction else _items(params.input)
+    ui_context = keep_ui_context(ctx, params.ui_context, "params.ui_context")
     attachment = await state.attachment(params.session_id)
     if state.active is not None:  # a Task we adopted on attaching: its confirm is asked again
         raise RpcError(
@@ -161,7 +163,7 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
             if state.pending:
                 await state.submit(ConfigureSession(**state.pending))
                 state.pending = {}
-            await state.submit(UserInput(items), run.id)
+            await state.submit(UserInput((*ui_context_part(ui_context), *items)), run.id)
     except BaseException:
         del state.runs[run.id]
         state.active = None

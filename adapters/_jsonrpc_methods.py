@@ -363,6 +363,7 @@ def standard_methods() -> MethodTable:
     """The table every JSON-RPC connection is served with, one line a seed's methods."""
     # Imported here: these modules build on this one and on the server module.
     from . import _codelia
+    from ._codelia_context import add_context_methods
     from ._seed001 import register as seed001
 
     table = MethodTable()
@@ -380,4 +381,5 @@ def standard_methods() -> MethodTable:
     add_control_methods(table)  # seed 004: get_status, stop, checkpoint, inject_prompt, ...
     add_shell_methods(table)  # seed 000: shell.exec, on the user's shell
     add_session_methods(table)  # seed 000: session.list, session.history
+    add_context_methods(table)  # seed 000: context.inspect, ui.context.update, tool.call
     return table

@@ -298,6 +298,8 @@ def test_capabilities_are_true_exactly_for_what_is_registered() -> None:
     assert on == {
         "supports_run_cancel",
         "supports_shell_exec",
+        "supports_context_inspect",
+        "supports_tool_call",
         "supports_ui_requests",
         "supports_permission_preflight_events",
     }
