@@ -23,7 +23,7 @@ Latency: ``bench-emit 0`` many times, alternating: native from writing the
 ``user_input`` to reading ``task_started``; seed 000 from writing ``run.start``
 to reading its first ``agent.event`` (``step_start``); the bare echo round
 trip of one line, in the same rounds. Goals (issue 21): events/s at least
-0.8 of native; run.start → first agent.event p50 within 1.2× native's.
+0.8 of native; run.start → first agent.event p50 within 1.2x native's.
 
 Run ``.venv/bin/python bench/bench_codelia.py`` (``--quick`` for a smoke run).
 """
@@ -293,7 +293,8 @@ def report_latency(got: dict[str, list[float]]) -> None:
         )
     ratio = statistics.median(got["codelia"]) / statistics.median(got["native"])
     table.note(
-        f"seed 000 p50 ÷ native p50: {fmt_ratio(ratio)}; goal ≤ {LATENCY_GOAL}: {verdict(ratio <= LATENCY_GOAL)}."
+        f"seed 000 p50 ÷ native p50: {fmt_ratio(ratio)}; "
+        f"goal ≤ {LATENCY_GOAL}: {verdict(ratio <= LATENCY_GOAL)}."
     )
     table.print()
 
