@@ -44,9 +44,11 @@ from codexcore.protocol import (
     TurnAborted,
     TurnComplete,
     WarningEvent,
+    decode_event,
     encode_event,
 )
 
+from ._codelia_deltas import take_deltas
 from ._codelia_diagnostics import RunDiagnostics
 from ._codelia_events import AgentEvent, RunView, build, codexcore_event
 from ._codelia_models import current_model
@@ -108,7 +110,7 @@ class Codelia:
         live = self.ctx.host.session(session_id) if joining and session_id else None
         attachment = await self.ctx.session(session_id)
         if not self.listening:
-            self.ctx.on_event(self.on_event)
+            self.ctx.on_raw_events(self.on_raw)
             self.listening = True
         if live is not None and attachment.session is live:
             for request in live.waiting_approvals():
@@ -163,6 +165,30 @@ class Codelia:
         return task
 
     # --- the session's events -----------------------------------------------------------
+
+    async def on_raw(self, batch: list[bytes]) -> None:
+        """A batch of the session's events, encoded, in order: the active run's deltas
+        take the hot path (:func:`take_deltas`), every other event :meth:`on_event`."""
+        at, end = 0, len(batch)
+        while at < end:
+            run = self.active
+            if run is not None and run.gate.is_set() and not run.finished:
+                at = await self.send_deltas(run, batch, at)
+            if at < end:
+                await self.on_event(decode_event(batch[at]))
+                at += 1
+
+    async def send_deltas(self, run: Run, batch: list[bytes], at: int) -> int:
+        """The run of ``run``'s deltas at ``batch[at:]``, sent as one write under the
+        run's lock (as :meth:`deliver` sends); the index of the first event after them."""
+        async with run.lock:
+            if run.finished:
+                return at
+            lines: list[bytes] | None = [] if self.wants_codexcore else None
+            after, run.seq = take_deltas(run.id, run.seq, batch, at, lines)
+            if lines:
+                await self.ctx.send_lines(lines)
+        return after
 
     async def on_event(self, event: Event) -> None:
         msg = event.msg

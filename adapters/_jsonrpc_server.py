@@ -86,16 +86,26 @@ class ConnectionClosed(Exception):
 class Outbox:
     """Lines waiting for the writer, bounded in bytes (one line is always let in)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, direct: Callable[[bytes], bool] | None = None) -> None:
+        """``direct(data)``: hand ``data`` to the transport now, or return False (it is
+        queued); called only while the writer is idle and nothing is queued."""
         self._lines: collections.deque[bytes] = collections.deque()
         self._bytes = 0
         self._limit = limit
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
+        self._direct = direct
+        self._idle = False  # the writer waits in take(): its last write was drained
         self.closed = False
 
     async def put(self, data: bytes) -> None:
-        """Queue ``data``, waiting while the outbox is full; dropped once it is closed."""
+        """Queue ``data``, waiting while the outbox is full; dropped once it is closed.
+
+        With nothing queued and the writer idle, ``data`` goes straight to ``direct``:
+        waking the writer task costs an event-loop iteration on every answer's path."""
+        direct = self._direct
+        if self._idle and not self._lines and not self.closed and direct and direct(data):
+            return
         while self._bytes and self._bytes + len(data) > self._limit and not self.closed:
             self._room.clear()
             await self._room.wait()
@@ -109,7 +119,11 @@ class Outbox:
         """Everything queued (waits for some); ``[]`` once closed and empty."""
         while not self._lines and not self.closed:
             self._ready.clear()
-            await self._ready.wait()
+            self._idle = True
+            try:
+                await self._ready.wait()
+            finally:
+                self._idle = False
         lines = list(self._lines)
         self._lines.clear()
         self._bytes = 0
@@ -338,7 +352,7 @@ class RpcConnection:
             require_initialize=require_initialize,
             exempt=options.methods.unbounded,
         )
-        self.outbox = Outbox(host.config.send_buffer_bytes)
+        self.outbox = Outbox(host.config.send_buffer_bytes, direct=self._write_through)
         self.ctx = RpcContext(
             host,
             self.machine,
@@ -460,6 +474,17 @@ class RpcConnection:
         data = await run_call(self.ctx, self.machine, call)
         if data:
             await self.outbox.put(data)
+
+    def _write_through(self, data: bytes) -> bool:
+        """Write ``data`` now if the transport holds nothing unsent (the writer task then
+        drains what piles up, and notices a stuck client, as before); else False."""
+        if self.conduit.pending():
+            return False
+        try:
+            self.conduit.write(data)
+        except (ConnectionError, OSError):
+            return False  # the writer writes it, fails the same way, and ends the connection
+        return True
 
     async def _write(self) -> bool:
         """Write until the outbox closes; True when everything was handed to the transport."""

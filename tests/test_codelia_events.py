@@ -236,3 +236,36 @@ def test_a_confirm_shows_where_a_patch_really_writes() -> None:
     exec_params = confirm_params("run-1", ExecApprovalRequest("c1", ("rm", "-rf", "a b"), "/w"))
     assert exec_params["message"] == "rm -rf 'a b'\nin /w"
     assert exec_params["danger_level"] == "normal"
+
+
+def test_the_delta_hot_path_writes_the_generic_paths_bytes() -> None:
+    """A codexcore_events client's delta lines, cut from the native encoding, are byte for
+    byte what agent_events + notify would write; an event of another run or type stops
+    the cut (the generic path takes it), and a client that did not ask gets no line."""
+    from codexcore.adapters._codelia_deltas import take_deltas
+    from codexcore.adapters._codelia_events import RunView
+    from codexcore.adapters._codelia_runs import agent_events
+    from codexcore.adapters._jsonrpc import notification
+    from codexcore.protocol import AgentMessageDelta, Event, TaskComplete, encode_event
+
+    texts = [
+        "tok1 ",
+        "",
+        'say "hi"\n',
+        "é🙂\u2028",
+        ',"msg":{"type":"agent_message_delta","delta":',
+    ]
+    events = [Event("run-1", 7 + i, AgentMessageDelta(t)) for i, t in enumerate(texts)]
+    batch = [encode_event(e) for e in events]
+    batch += [encode_event(Event("run-2", 20, AgentMessageDelta("x")))]
+    batch += [encode_event(Event("run-1", 21, TaskComplete()))]
+    expected = []
+    for seq, event in enumerate(events, start=3):
+        agent, meta = agent_events(RunView("run-1", preflight=False), event, True)
+        params = {"run_id": "run-1", "seq": seq, "event": agent[0], "meta": meta}
+        expected.append(notification("agent.event", params))
+    lines: list[bytes] = []
+    assert take_deltas("run-1", 3, batch, 0, lines) == (len(texts), 3 + len(texts))
+    assert lines == expected
+    assert take_deltas("run-1", 3, batch, 1, None) == (len(texts), 3)
+    assert take_deltas("run-2", 0, batch, 0, []) == (0, 0)

@@ -41,6 +41,7 @@ class MemoryConduit:
         self.changed = asyncio.Event()
         self.unstuck = asyncio.Event()
         self.unstuck.set()
+        self.unsent = 0  # written while the client reads nothing, as a transport's buffer
         self.closed = False
 
     def feed(self, *messages: Any) -> None:
@@ -56,13 +57,14 @@ class MemoryConduit:
 
     def write(self, data: bytes) -> None:
         self.written += data
+        self.unsent = 0 if self.unstuck.is_set() else self.unsent + len(data)
         self.changed.set()
 
     def write_eof(self) -> None:
         pass
 
     def pending(self) -> int:
-        return 0
+        return 0 if self.unstuck.is_set() else self.unsent
 
     async def drain(self) -> None:
         await self.unstuck.wait()

@@ -1,0 +1,58 @@
+"""The hot path of a delta-heavy run: a run's ``agent_message_delta`` events become
+``agent.event`` lines without being parsed, decoded into an ``Event`` or re-encoded.
+
+A delta is in :data:`~._codelia_events.NOT_SENT` (a Codelia UI gets the whole message),
+so only a client that asked for every EventMsg (``codexcore_events``) gets a line per
+delta: ``{"type": "codexcore.agent_message_delta", "delta": ...}`` with the event's
+native encoding as ``meta.codexcore``, byte for byte what the generic path
+(:func:`~._codelia_runs.agent_events`, then ``notify``) writes for it.
+"""
+
+from __future__ import annotations
+
+import attrs
+import orjson
+
+from codexcore.protocol import AgentMessageDelta, Event
+
+LAYOUT = [f.name for f in attrs.fields(Event)] == ["id", "seq", "msg"] and [
+    f.name for f in attrs.fields(AgentMessageDelta)
+] == ["delta"]
+"""Whether a delta event's encoding is ``{"id":ID,"seq":N,"msg":{"type":...,"delta":TEXT}}``,
+which :func:`take_deltas` cuts without parsing; if it ever fails, deltas are parsed."""
+
+_MIDDLE = b',"msg":{"type":"' + AgentMessageDelta.TYPE.encode() + b'","delta":'
+_EVENT = b',"event":{"type":"codexcore.' + AgentMessageDelta.TYPE.encode() + b'","delta":'
+_META = b'},"meta":{"codexcore":'
+_END = b"}}}\n"
+
+
+def take_deltas(
+    run_id: str, seq: int, batch: list[bytes], start: int, into: list[bytes] | None
+) -> tuple[int, int]:
+    """Take the run of ``run_id``'s delta events at ``batch[start:]``: with ``into``, add
+    each one's ``agent.event`` line (numbered from ``seq``) to it; without, skip them.
+
+    Returns the index of the first event not taken and the next ``seq``. An event of
+    another run, of another type or encoded otherwise stops the run of deltas.
+    """
+    if not LAYOUT:
+        return start, seq
+    rid = orjson.dumps(run_id)
+    head = b'{"id":' + rid + b',"seq":'
+    line_head = b'{"jsonrpc":"2.0","method":"agent.event","params":{"run_id":' + rid + b',"seq":'
+    after_head, after_middle = len(head), len(_MIDDLE)
+    at, end = start, len(batch)
+    while at < end:
+        data = batch[at]
+        if not data.startswith(head) or not data.endswith(b"}}"):
+            break
+        middle = data.find(_MIDDLE, after_head)
+        if middle < 0 or not data[after_head:middle].isdigit():
+            break
+        at += 1
+        if into is not None:
+            text = data[middle + after_middle : -2]
+            into.append(line_head + b"%d" % seq + _EVENT + text + _META + data + _END)
+            seq += 1
+    return at, seq
