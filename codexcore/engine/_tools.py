@@ -327,7 +327,6 @@ async def run_exec(
     async def on_output(stream: OutputStream, chunk: bytes) -> None:
         await emit(ExecCommandOutputDelta(call_id, stream, chunk, source))
 
-    confined = spec.mode != "danger-full-access"
     with confine(argv, spec, cwd, bwrap=sandbox.executable or "bwrap") as command:
         result = await run_command(
             command.argv,
@@ -336,7 +335,9 @@ async def run_exec(
             on_output=on_output,
             env=command_environment(),
             pass_fds=command.pass_fds,
-            reap=not confined,  # bwrap kills its sandbox when we die
+            # Confined too: bwrap sets its die-with-parent signal only once it
+            # runs, so a SIGKILL of ours in its first instants would miss it.
+            reap=True,
         )
     await emit(
         ExecCommandEnd(

@@ -17,8 +17,8 @@ open the call stops reading them after a bounded drain (see ``_POST_KILL_DRAIN_S
 The same holds if this process is killed outright (SIGKILL, the OOM killer)
 while a command runs: its process group is registered with a small watchdog
 process (``_reaper``) that kills the group when this process dies. A command
-under bubblewrap already dies with its parent; the caller says so with
-``reap=False``.
+under bubblewrap dies with its parent too, but only once bwrap has set its
+parent-death signal, so the engine registers confined commands as well.
 """
 
 from __future__ import annotations
@@ -132,9 +132,9 @@ async def run_command(
       (the default) the command's process group, and every process whose
       environment carries the watchdog's ``CODEXCORE_REAPER`` mark (set for the
       command, inherited by its children), is killed by this process's
-      watchdog (started with the first such command); pass ``reap=False`` only
-      for a command that dies with its parent by itself (bwrap with
-      ``--die-with-parent --unshare-pid``, as ``sandbox.confine`` builds it).
+      watchdog (started with the first such command). ``reap=False`` leaves
+      that to the command itself; note that bwrap's ``--die-with-parent``
+      takes effect only once bwrap runs, not from the spawn.
 
     ``pass_fds`` are descriptors the child inherits under the same numbers
     (``sandbox.confine``'s syscall filter); every other one is closed.
