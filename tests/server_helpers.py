@@ -11,11 +11,14 @@ import base64
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
 import sys
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -455,3 +458,13 @@ class IdleClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+@contextlib.contextmanager
+def private_dir() -> Iterator[Path]:
+    """A short path (Unix socket paths are limited to 107 bytes) only we can enter."""
+    path = Path(tempfile.mkdtemp(prefix="cx-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

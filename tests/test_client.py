@@ -12,12 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import ssl
-import tempfile
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -73,6 +71,7 @@ from .server_helpers import (
     LineLink,
     ServerProcess,
     kind,
+    private_dir,
     say,
     server_env,
     sub,
@@ -137,16 +136,6 @@ class ClientLink(LineLink):
         notices = "\nnotices: " + repr(self.notices[-10:])
         server = self.server.context() if self.server is not None else ""
         return notices + server
-
-
-@contextlib.contextmanager
-def private_dir() -> Iterator[Path]:
-    """A short path (Unix socket paths are limited to 107 bytes) only we can enter."""
-    path = Path(tempfile.mkdtemp(prefix="cxc-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @asynccontextmanager

@@ -11,11 +11,9 @@ a scripted model asking for the command. Two walls, tested apart:
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ import pytest
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call, text_response
 from codexcore.tools.sandbox import SandboxSpec, probe_sandbox, wrap_command
 
-from .server_helpers import Client, ServerProcess, hello, say, server_env, sub
+from .server_helpers import Client, ServerProcess, hello, private_dir, say, server_env, sub
 
 pytestmark = pytest.mark.anyio
 
@@ -68,16 +66,6 @@ def bwrap() -> str:
     if status.kind != "bwrap" or status.executable is None:
         pytest.skip(f"no working bubblewrap here: {status.reason}")
     return status.executable
-
-
-@contextmanager
-def private_dir() -> Iterator[Path]:
-    """A short path (Unix socket paths are limited to 107 bytes) only we can enter."""
-    path = Path(tempfile.mkdtemp(prefix="cxe-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @asynccontextmanager

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
-import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,16 @@ from codexcore.adapters._jsonrpc_methods import (
 )
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer
 
-from .server_helpers import PY, TOKEN, LineLink, ServerProcess, StdioServer, hello, server_env
+from .server_helpers import (
+    PY,
+    TOKEN,
+    LineLink,
+    ServerProcess,
+    StdioServer,
+    hello,
+    private_dir,
+    server_env,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -263,15 +270,6 @@ async def test_sigterm_before_the_first_line_exits_0(tmp_path: Path) -> None:
 
 
 # --- sockets -------------------------------------------------------------------------------
-
-
-@contextmanager
-def private_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="cxj-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @asynccontextmanager

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
 import ssl
 import stat
-import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from .server_helpers import (
     IdleClient,
     ServerProcess,
     hello,
+    private_dir,
     say,
     server_env,
     sub,
@@ -44,16 +43,6 @@ pytestmark = pytest.mark.anyio
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 HAVE_SYSTEM_PYTHON = os.path.exists(SYSTEM_PYTHON)
-
-
-@contextmanager
-def private_dir() -> Iterator[Path]:
-    """A short path (Unix socket paths are limited to 107 bytes) only we can enter."""
-    path = Path(tempfile.mkdtemp(prefix="cxs-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @asynccontextmanager
