@@ -208,7 +208,9 @@ def environment_text(env: Environment, extra: Sequence[tuple[str, str]] = ()) ->
         lines.append(_tag("sandbox_mode", env.sandbox_mode))
     if env.network_access is not None:
         lines.append(_tag("network_access", "enabled" if env.network_access else "restricted"))
-    if env.writable_roots:
+    if env.writable_roots == ():
+        lines.append("  <writable_roots />")  # said, so a change to none is said too
+    elif env.writable_roots is not None:
         roots = "".join(
             f"\n    <root>{html.escape(r, quote=False)}</root>" for r in env.writable_roots
         )
@@ -229,12 +231,13 @@ def parse_environment(text: str) -> Environment:
     found = {name: html.unescape(value) for name, value in _FIELD.findall(text)}
     roots = _ROOTS.search(text)
     network = found.get("network_access")
+    listed = tuple(html.unescape(r) for r in _ROOT.findall(roots.group(1))) if roots else None
     return Environment(
         found.get("cwd"),
         found.get("approval_policy"),
         found.get("sandbox_mode"),
         None if network is None else network == "enabled",
-        tuple(html.unescape(r) for r in _ROOT.findall(roots.group(1))) if roots else None,
+        () if listed is None and "<writable_roots />" in text else listed,
     )
 
 
@@ -315,6 +318,16 @@ def _message_text(item: Item) -> str | None:
         return None
     text = parts[0].get("text")
     return text if isinstance(text, str) else None
+
+
+CONTEXTUAL_OPENINGS: list[str] = [USER_INSTRUCTIONS_OPEN, ENVIRONMENT_CONTEXT_OPEN]
+"""How contextual user messages begin; a feature that adds a part adds its opening tag."""
+
+
+def is_contextual(item: Item) -> bool:
+    """Whether ``item`` is a contextual user message, not words the user typed."""
+    text = _message_text(item)
+    return text is not None and text.startswith(tuple(CONTEXTUAL_OPENINGS))
 
 
 def told_in(items: Iterable[Item]) -> Environment | None:

@@ -57,6 +57,7 @@ from ..protocol import (
 )
 from ._config import SessionConfig
 from ._history import History, Item, Journal
+from ._instructions import is_contextual
 from ._requests import CUT_OFF, aborted_output, unanswered_calls
 
 log = get_logger(__name__)
@@ -539,7 +540,7 @@ def _summarize(path: Path) -> SessionSummary:
             meta = record
         elif kind == "turn":
             for item in record["items"]:
-                if item.get("type") == "message":
+                if item.get("type") == "message" and not is_contextual(item):
                     count += 1
                     if item.get("role") == "user":
                         user_messages.append(_text_of(item))
