@@ -633,9 +633,9 @@ def _model_value(kind: str, value: Any, shown: str) -> Any:
     price >= 0; ``bool``; ``str``), or a ConfigError naming it."""
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
-    if kind == "float" and isinstance(value, int | float) and not isinstance(value, bool):
-        if math.isfinite(value) and value >= 0:
-            return float(value)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "float" and number and math.isfinite(value) and value >= 0:
+        return float(value)
     if kind == "bool" and isinstance(value, bool):
         return value
     if kind == "str" and isinstance(value, str):

@@ -11,11 +11,11 @@ once by the dispatcher) shows that every earlier submission has been handled.
 from __future__ import annotations
 
 import asyncio
-import time
 import itertools
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -383,7 +383,9 @@ async def test_a_stop_while_the_approval_request_waits_for_room_is_not_missed(
         # (The first request waits for the initial context, read off the loop: a
         # deadline, not a count of loop turns.)
         deadline = time.monotonic() + 5
-        while not codex._locked_emits and time.monotonic() < deadline:
+        for _ in itertools.count():
+            if codex._locked_emits or time.monotonic() > deadline:
+                break
             await asyncio.sleep(0)
         assert codex._locked_emits == 1, ui.types(noise=True)
         await ui.submit(Stop(), id="stop")

@@ -38,7 +38,8 @@ def rollouts() -> list[Path]:
 
 
 def texts(request: dict[str, Any]) -> list[str]:
-    return [c.get("text") for i in typed_input(request) for c in i.get("content", []) if "text" in c]
+    items = typed_input(request)
+    return [c.get("text") for i in items for c in i.get("content", []) if "text" in c]
 
 
 async def test_every_event_is_recorded_before_the_ui_sees_it(tmp_path: Path) -> None:
