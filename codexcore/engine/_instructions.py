@@ -27,7 +27,6 @@ import html
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Literal
 
 import attrs
@@ -88,7 +87,10 @@ def project_root(cwd: str) -> str:
 def agents_paths(cwd: str, home: str | None) -> list[tuple[str, Scope]]:
     """The AGENTS.md files that exist for ``cwd``: the global one in ``home``, then
     one per directory from the project root down to ``cwd``."""
-    cwd = os.path.abspath(cwd)
+    return _discover(os.path.abspath(cwd), home)[1]
+
+
+def _discover(cwd: str, home: str | None) -> tuple[str, list[tuple[str, Scope]]]:
     found: list[tuple[str, Scope]] = []
     if home is not None and os.path.isfile(path := os.path.join(home, PROJECT_DOC)):
         found.append((path, "global"))
@@ -101,7 +103,7 @@ def agents_paths(cwd: str, home: str | None) -> list[tuple[str, Scope]]:
             directory = os.path.join(directory, part)
         if os.path.isfile(path := os.path.join(directory, PROJECT_DOC)):
             found.append((path, "project"))
-    return found
+    return root, found
 
 
 def read_project_docs(cwd: str, home: str | None, max_bytes: int) -> ProjectDocs:
@@ -111,16 +113,17 @@ def read_project_docs(cwd: str, home: str | None, max_bytes: int) -> ProjectDocs
     left out with a warning; the cap cuts on a character boundary, with a
     warning naming the file it cut and how much was left out.
     """
-    root = project_root(os.path.abspath(cwd))
     if max_bytes <= 0:
-        return ProjectDocs(root, (), "", max_bytes)
+        return ProjectDocs(project_root(os.path.abspath(cwd)), (), "", max_bytes)
+    root, found = _discover(os.path.abspath(cwd), home)
     docs: list[ProjectDoc] = []
     texts: list[str] = []
     warnings: list[str] = []
     budget = max_bytes
-    for path, scope in agents_paths(cwd, home):
+    for path, scope in found:
         try:
-            data = Path(path).read_bytes()
+            with open(path, "rb") as file:
+                data = file.read()
         except OSError as exc:
             warnings.append(f"cannot read {path}: {exc.strerror or exc}; it is left out")
             continue
