@@ -372,6 +372,10 @@ async def test_resume_and_fork_do_not_send_the_context_twice(tmp_path: Path, mod
         await ui.submit(say("three"), id="t3")
         await ui.until(p.TaskComplete, id="t3")
     assert (again.msg.cwd, again.msg.model) == (str(tmp_path / "sub"), "gpt-5-mini")
+    # The token count goes on from the recorded one (150 a response, three so far).
+    info = ui.of(p.TokenCount)[-1].info
+    assert info is not None
+    assert info.total_token_usage.total_tokens == 450
     (request,) = resumed.requests
     expected = 0 if mode == "server" else 3  # client: the recorded ones, resent as history
     assert len(contextual_input(request)) == expected

@@ -67,6 +67,7 @@ from ..protocol import (
     SubmissionAck,
     TaskComplete,
     TaskStarted,
+    TokenUsage,
     TurnAborted,
     UserInput,
     UserTurn,
@@ -530,6 +531,7 @@ class Codex:
         history: History | None = None,
         forked_from: str | None = None,
         append_to: Path | None = None,
+        token_total: TokenUsage | None = None,
     ) -> Session:
         """A Session, recorded in a new rollout (or appended to ``append_to``)
         unless the engine is ephemeral. A new rollout's file is created with
@@ -559,6 +561,7 @@ class Codex:
             rollout=rollout,
             home=str(self._home()),
             project_doc_max_bytes=self.config.project_doc_max_bytes,
+            token_total=token_total,
         )
 
     def _home(self) -> Path:
@@ -959,6 +962,7 @@ class Codex:
             session_id=loaded.session_id,
             history=loaded.history,
             append_to=loaded.path,
+            token_total=loaded.token_total,
         )
         await self._announce_session(sub.id)
 

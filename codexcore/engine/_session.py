@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..protocol import AbortReason, StopKind, TaskComplete
+from ..protocol import AbortReason, StopKind, TaskComplete, TokenUsage
 from ..tools.sandbox import SandboxStatus
 from ._approvals import Approvals
 from ._clients import ModelClientPool
@@ -71,15 +71,17 @@ class Session:
         rollout: RolloutWriter | None = None,
         home: str | None = None,
         project_doc_max_bytes: int = 32 * 1024,
+        token_total: TokenUsage | None = None,
     ) -> None:
         """``home`` holds the global AGENTS.md; ``project_doc_max_bytes`` caps the
         AGENTS.md text. A ``history`` (resumed, forked) says what its model was
-        already told, so the initial context is not sent again."""
+        already told, so the initial context is not sent again; ``token_total``
+        (a resumed session's) is where its token count goes on from."""
         self.id = session_id or str(uuid.uuid4())
         self.config = config
         self.history = history or History()
         self.context = ContextTracker(home, project_doc_max_bytes, told_in(self.history.items()))
-        self.totals = TokenTotals()
+        self.totals = TokenTotals(token_total)
         self.rollout = rollout
         if rollout is not None:
             self.history.journal = journal(rollout)
