@@ -425,3 +425,28 @@ def test_environment_blocks_round_trip_through_the_history() -> None:
     empty = Environment("/w", "never", "read-only", True, ())
     assert parse_environment(environment_text(empty)) == empty
     assert os.sep == "/"
+
+
+# --- the documented configuration ---------------------------------------------------------------
+
+
+def test_the_documented_configuration_loads_and_shapes_the_catalogue(tmp_path: Path) -> None:
+    import re
+
+    from codexcore.config import load_settings
+
+    doc = (Path(__file__).parent.parent / "docs" / "instructions.md").read_text()
+    example = re.search(r"```toml\n(.*?)```", doc, re.DOTALL)
+    assert example is not None
+    (tmp_path / "config.toml").write_text(example.group(1))
+    loaded = load_settings(home=str(tmp_path), environ={"HOME": str(tmp_path)})
+    assert loaded.warnings == ()
+    config = loaded.settings.engine_config(cwd=str(tmp_path))
+    assert config.project_doc_max_bytes == 16384
+    assert config.models.details("gpt-5-codex").context_window == 272000
+    assert config.models.details("gpt-5-codex").max_output_tokens == 128_000  # the rest kept
+    local = config.models.lookup("qwen3-coder")
+    assert local is not None
+    assert (local.context_window, local.supports_reasoning_summaries) == (262144, False)
+    assert local.cost_per_1m_cached_input_tokens_usd == 0.0
+    assert list(config.models.models())[-1] == "qwen3-coder"
