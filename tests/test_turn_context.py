@@ -274,6 +274,39 @@ def test_the_cap_cuts_with_a_warning_naming_the_file(tmp_path: Path) -> None:
     assert read_project_docs(str(dropped.parent), None, 0).text == ""  # 0: none read
 
 
+async def test_an_agents_md_leading_outside_the_project_is_never_sent(tmp_path: Path) -> None:
+    """A checked-out repository's AGENTS.md symlinked to a private file: left out, with a
+    warning, and nothing of the file reaches the provider."""
+    secret = write(tmp_path / "private" / "id_rsa", "-----BEGIN KEY----- s3cret")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "AGENTS.md").symlink_to(secret)
+    write(repo / "pkg" / "AGENTS.md", "pkg rules")
+    (repo / "inner.md").write_text("inner rules")
+    (repo / "pkg" / "sub").mkdir()
+    (repo / "pkg" / "sub" / "AGENTS.md").symlink_to(repo / "inner.md")  # inside: fine
+    model = ScriptedModel([text_response("a")])
+    async with engine(repo / "pkg" / "sub", model) as codex:
+        ui = Recorder(codex)
+        await ui.submit(say("one"), id="t1")
+        await ui.until(p.TaskComplete, id="t1")
+    sent = str(model.requests[0])
+    assert "s3cret" not in sent
+    assert contextual_input(model.requests[0])[0] == (
+        "<user_instructions>\n\npkg rules\n\ninner rules\n\n</user_instructions>"
+    )
+    (warning,) = [w.message for w in ui.of(p.WarningEvent) if "outside the project" in w.message]
+    assert str(repo / "AGENTS.md") in warning
+
+
+def test_bad_utf8_is_replaced_not_taken_for_a_cut(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_bytes(b"caf\xe9 rules\n")
+    docs = read_project_docs(str(tmp_path), None, 1000)
+    assert docs.text == "caf\ufffd rules\n"
+    assert not docs.truncated
+    assert docs.warnings == ()
+
+
 async def test_the_initial_context_is_sent_once_root_first_with_the_environment(
     tmp_path: Path,
 ) -> None:

@@ -626,10 +626,20 @@ class Codex:
         """New per-turn settings (checked by ``_prepare``): the running Task, if any,
         takes them up at its next request."""
         session = self._require_session()
-        if config.sandbox_policy.type != "danger-full-access" and session.sandbox is None:
+        confining = config.sandbox_policy.type != "danger-full-access"
+        if confining and session.sandbox is None:
             session.sandbox = await asyncio.to_thread(probe_sandbox)
+        was_confining = session.config.sandbox_policy.type != "danger-full-access"
         if config != session.config:
             session.reconfigure(config)
+        if confining and not was_confining and session.sandbox and session.sandbox.kind == "none":
+            await self._emit(
+                sub.id,
+                WarningEvent(
+                    f"commands cannot be confined ({session.sandbox.reason}); every command "
+                    "that is not known to be safe will need approval"
+                ),
+            )
         await self._warn_if_unknown(sub.id, config.model)
 
     async def _configure_with_turn_context(self, sub: Submission, config: SessionConfig) -> None:

@@ -22,6 +22,7 @@ said in a warning naming the file where it fell.
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import html
 import os
@@ -109,40 +110,66 @@ def _discover(cwd: str, home: str | None) -> tuple[str, list[tuple[str, Scope]]]
 def read_project_docs(cwd: str, home: str | None, max_bytes: int) -> ProjectDocs:
     """The AGENTS.md text for ``cwd``, at most ``max_bytes`` of it (0: none is read).
 
-    Files are joined by a blank line, root first. A file that cannot be read is
-    left out with a warning; the cap cuts on a character boundary, with a
-    warning naming the file it cut and how much was left out.
+    Files are joined by a blank line, root first. No more than the budget is
+    read of any file. A project AGENTS.md that is a symlink leading outside
+    the project root is left out (a checked-out repository must not be able
+    to send, say, ``~/.ssh/id_rsa`` to the model provider), as is a file that
+    cannot be read; each with a warning. The cap cuts on a character
+    boundary, with a warning naming the file it cut and how much was left out.
     """
     if max_bytes <= 0:
         return ProjectDocs(project_root(os.path.abspath(cwd)), (), "", max_bytes)
     root, found = _discover(os.path.abspath(cwd), home)
+    inside = os.path.realpath(root)
     docs: list[ProjectDoc] = []
     texts: list[str] = []
     warnings: list[str] = []
     budget = max_bytes
     for path, scope in found:
+        if scope == "project" and not _within(os.path.realpath(path), inside):
+            warnings.append(
+                f"{path} leads outside the project ({os.path.realpath(path)}); it is left out"
+            )
+            continue
         try:
-            with open(path, "rb") as file:
-                data = file.read()
+            size, text, sent = _read_capped(path, budget)
         except OSError as exc:
             warnings.append(f"cannot read {path}: {exc.strerror or exc}; it is left out")
             continue
-        kept = data[:budget].decode("utf-8", errors="ignore") if budget else ""
-        sent = len(kept.encode())
-        docs.append(ProjectDoc(path, scope, len(data), sent))
-        if kept.strip():
-            texts.append(kept)
+        docs.append(ProjectDoc(path, scope, size, sent))
+        if text.strip():
+            texts.append(text)
         budget -= sent
-    text = "\n\n".join(texts)
     cut = [doc for doc in docs if doc.sent_bytes < doc.size]
     if cut:
-        left_out = sum(doc.size - doc.sent_bytes for doc in cut)
-        warnings.append(
-            f"AGENTS.md files hold more than project_doc_max_bytes ({max_bytes} bytes): "
-            f"cut in {cut[0].path}; {left_out} bytes left out"
-            + (f" (also {', '.join(d.path for d in cut[1:])})" if len(cut) > 1 else "")
-        )
-    return ProjectDocs(root, tuple(docs), text, max_bytes, tuple(warnings))
+        warnings.append(_cut_warning(cut, max_bytes))
+    return ProjectDocs(root, tuple(docs), "\n\n".join(texts), max_bytes, tuple(warnings))
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _read_capped(path: str, budget: int) -> tuple[int, str, int]:
+    """The file's size, its text up to ``budget`` bytes (a character cut in two is
+    left out whole), and how many of its bytes that text is."""
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        data = file.read(budget) if budget else b""
+    final = len(data) >= size  # the whole file was read: no character can be cut
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    text = decoder.decode(data, final=final)
+    held, _ = decoder.getstate()
+    return size, text, len(data) - len(held)
+
+
+def _cut_warning(cut: list[ProjectDoc], max_bytes: int) -> str:
+    left_out = sum(doc.size - doc.sent_bytes for doc in cut)
+    also = f" (also {', '.join(d.path for d in cut[1:])})" if len(cut) > 1 else ""
+    return (
+        f"AGENTS.md files hold more than project_doc_max_bytes ({max_bytes} bytes): "
+        f"cut in {cut[0].path}; {left_out} bytes left out{also}"
+    )
 
 
 # --- the environment ---------------------------------------------------------------------
