@@ -120,13 +120,12 @@ def read_project_docs(cwd: str, home: str | None, max_bytes: int) -> ProjectDocs
     if max_bytes <= 0:
         return ProjectDocs(project_root(os.path.abspath(cwd)), (), "", max_bytes)
     root, found = _discover(os.path.abspath(cwd), home)
-    inside = os.path.realpath(root)
     docs: list[ProjectDoc] = []
     texts: list[str] = []
     warnings: list[str] = []
     budget = max_bytes
     for path, scope in found:
-        if scope == "project" and not _within(os.path.realpath(path), inside):
+        if scope == "project" and _leads_outside(path, root):
             warnings.append(
                 f"{path} leads outside the project ({os.path.realpath(path)}); it is left out"
             )
@@ -146,8 +145,12 @@ def read_project_docs(cwd: str, home: str | None, max_bytes: int) -> ProjectDocs
     return ProjectDocs(root, tuple(docs), "\n\n".join(texts), max_bytes, tuple(warnings))
 
 
-def _within(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+def _leads_outside(path: str, root: str) -> bool:
+    """Whether ``path`` is a symlink whose target is not under ``root``."""
+    if not os.path.islink(path):
+        return False
+    target, inside = os.path.realpath(path), os.path.realpath(root)
+    return not target.startswith(inside.rstrip(os.sep) + os.sep)
 
 
 def _read_capped(path: str, budget: int) -> tuple[int, str, int]:
