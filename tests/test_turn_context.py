@@ -11,9 +11,9 @@ from typing import Any
 import attrs
 import pytest
 
-from codexcore import Codex
+from codexcore import Codex, Rejected
 from codexcore import protocol as p
-from codexcore.engine import ModelCatalog, default_home
+from codexcore.engine import ModelCatalog, default_home, parse_submission
 from codexcore.engine._instructions import read_project_docs
 from codexcore.model import Usage
 from codexcore.protocol import (
@@ -126,9 +126,8 @@ async def test_a_bad_value_is_an_error_naming_the_field_and_nothing_changes(
     assert len(model.requests) == 2
 
 
-def codex_submission(sub_id: str, op: dict[str, Any]) -> p.Submission | Any:
-    from codexcore.engine import parse_submission
-
+def codex_submission(sub_id: str, op: dict[str, Any]) -> p.Submission | Rejected:
+    """``op`` as a UI's line would bring it: decoded, or rejected naming the bad field."""
     return parse_submission({"id": sub_id, "op": op})
 
 
