@@ -151,6 +151,38 @@ async def test_user_turn_starts_a_task_under_its_settings_and_keeps_them(tmp_pat
     assert "<approval_policy>never</approval_policy>" in first
 
 
+async def test_an_override_before_any_session_creates_one_under_its_settings(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel([text_response("a")])
+    async with engine(tmp_path, model) as codex:
+        ui = Recorder(codex)
+        await ui.submit(OverrideTurnContext(model="o4-mini", approval_policy="never"), id="o")
+        configured = await ui.until(p.SessionConfigured, id="o")
+        await ui.submit(say("one"), id="t1")
+        started = await ui.until(p.TaskStarted, id="t1")
+        await ui.until(p.TaskComplete, id="t1")
+    assert (configured.msg.model, configured.msg.approval_policy) == ("o4-mini", "never")
+    assert started.msg.model_context_window == 200_000
+    assert model.requests[0]["model"] == "o4-mini"
+
+
+async def test_a_user_turn_replaces_a_running_task_as_user_input_does(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "print(1)"]
+    model = ScriptedModel([shell_call(command, call_id="c1"), text_response("b")])
+    async with engine(tmp_path, model, session={"approval_policy": "untrusted"}) as codex:
+        ui = Recorder(codex)
+        await ui.submit(say("one"), id="t1")
+        await ui.until(p.ExecApprovalRequest, id="t1")
+        await ui.submit(UserTurn((TextInput("instead"),), model="gpt-5-nano"), id="t2")
+        aborted = await ui.until(p.TurnAborted, id="t1")
+        await ui.until(p.TaskComplete, id="t2")
+        ui.check_invariants()
+    assert aborted.msg.reason == "replaced"
+    assert [r["model"] for r in model.requests] == ["gpt-5-codex", "gpt-5-nano"]
+    assert typed_input(model.requests[1])[-1]["content"][0]["text"] == "instead"
+
+
 # --- the catalogue, task_started and token_count ------------------------------------------------
 
 
