@@ -21,7 +21,6 @@ import attrs
 from codexcore._logging import get_logger
 from codexcore.engine import State
 from codexcore.protocol import (
-    ConfigureSession,
     ErrorEvent,
     ImageInput,
     InputItem,
@@ -160,9 +159,6 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
         if params.force_compaction:
             state.spawn(_compaction(state, run))
         else:
-            if state.pending:
-                await state.submit(ConfigureSession(**state.pending))
-                state.pending = {}
             await state.submit(UserInput((*ui_context_part(ui_context), *items)), run.id)
     except BaseException:
         del state.runs[run.id]
@@ -232,7 +228,7 @@ async def _model_list(ctx: RpcContext, params: ModelList) -> dict[str, Any]:
 
 
 async def _model_set(ctx: RpcContext, params: ModelSet) -> dict[str, Any]:
-    return model_set(state_of(ctx), params)
+    return await model_set(state_of(ctx), params)
 
 
 def register(table: MethodTable) -> None:
@@ -269,7 +265,7 @@ def register(table: MethodTable) -> None:
         "model.set",
         _model_set,
         ModelSet,
-        summary="Choose the model (and reasoning) from the next run",
+        summary="Choose the model (and reasoning) from the next model request",
         result=RESULTS["model.set"],
         shapes=(ModelByName, ModelReset),
     )

@@ -9,9 +9,11 @@
 * ``context.inspect`` -> ``{runtime_working_dir, runtime_sandbox_root,
   ui_context {cwd, workspace_root, active_file_path}}`` in Codelia's shape. The
   working dir and the sandbox root are both the session's cwd (the root the
-  engine holds commands' cwd inside). codexcore reads no AGENTS.md and has no
-  skills, so ``include_agents``/``include_skills`` are accepted and ``agents``
-  and ``skills`` are never in the answer.
+  engine holds commands' cwd inside). With ``include_agents``, ``agents`` is the
+  AGENTS.md the engine sends the model for that cwd (``{root, max_bytes,
+  truncated, files: [{path, scope, size_bytes, sent_bytes}], text}``: global
+  first, then the project root down to the cwd). ``include_skills`` is
+  accepted; no skills are listed here.
 * ``tool.call {name, arguments}`` -> ``{ok, result}``: the only built-in tool the
   engine can run outside a Task is the user's shell (op ``run_user_shell_command``,
   ``record=False``), so ``shell`` is the one tool served: ``arguments`` are
@@ -24,6 +26,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -86,7 +89,7 @@ class UiContext:
 
 @attrs.frozen
 class ContextInspect:
-    include_agents: bool | None = None  # no AGENTS.md is read: nothing to include
+    include_agents: bool | None = None
     include_skills: bool | None = None  # no skills: nothing to include
 
 
@@ -165,10 +168,33 @@ async def context_inspect(ctx: RpcContext, params: ContextInspect) -> dict[str, 
         "workspace_root": kept.get("workspace_root"),
         "active_file_path": active.get("path"),
     }
-    return {
+    result: dict[str, Any] = {
         "runtime_working_dir": cwd,
         "runtime_sandbox_root": cwd,
         "ui_context": {key: value for key, value in ui.items() if value is not None},
+    }
+    if params.include_agents:
+        result["agents"] = await _agents(ctx, cwd)
+    return result
+
+
+async def _agents(ctx: RpcContext, cwd: str) -> dict[str, Any]:
+    """The AGENTS.md files and text the engine sends the model for ``cwd``."""
+    from codexcore.engine import default_home, read_project_docs
+
+    config = ctx.host.engine_config
+    home = config.home or str(default_home())
+    docs = await asyncio.to_thread(read_project_docs, cwd, home, config.project_doc_max_bytes)
+    files = [
+        {"path": d.path, "scope": d.scope, "size_bytes": d.size, "sent_bytes": d.sent_bytes}
+        for d in docs.files
+    ]
+    return {
+        "root": docs.root,
+        "max_bytes": docs.max_bytes,
+        "truncated": docs.truncated,
+        "files": files,
+        "text": docs.text,
     }
 
 
@@ -196,12 +222,36 @@ _UI_CONTEXT_SHAPE = {
         name: {"type": "string"} for name in ("cwd", "workspace_root", "active_file_path")
     },
 }
+_AGENTS_SHAPE = {
+    "type": "object",
+    "properties": {
+        "root": {"type": "string"},
+        "max_bytes": {"type": "integer"},
+        "truncated": {"type": "boolean"},
+        "files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "scope": {"enum": ["global", "project"]},
+                    "size_bytes": {"type": "integer"},
+                    "sent_bytes": {"type": "integer"},
+                },
+                "required": ["path", "scope", "size_bytes", "sent_bytes"],
+            },
+        },
+        "text": {"type": "string"},
+    },
+    "required": ["root", "max_bytes", "truncated", "files", "text"],
+}
 CONTEXT_INSPECT_RESULT: dict[str, Any] = {
     "type": "object",
     "properties": {
         "runtime_working_dir": {"type": "string"},
         "runtime_sandbox_root": {"type": "string"},
         "ui_context": _UI_CONTEXT_SHAPE,
+        "agents": _AGENTS_SHAPE,
     },
     "required": ["runtime_working_dir", "runtime_sandbox_root", "ui_context"],
 }
@@ -219,7 +269,8 @@ def add_context_methods(table: MethodTable) -> None:
         "context.inspect",
         context_inspect,
         ContextInspect,
-        summary="The runtime's working dir and sandbox root, and the UI context it keeps",
+        summary="The runtime's working dir and sandbox root, the UI context it keeps, "
+        "and (include_agents) the AGENTS.md it sends the model",
         result=CONTEXT_INSPECT_RESULT,
         errors=(SERVER_ERROR,),
     )

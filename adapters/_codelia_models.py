@@ -1,11 +1,12 @@
 """Seed 000's ``model.list`` and ``model.set``, in the Codelia TUI's shapes.
 
-The models come from the engine's table (``codexcore.engine.MODEL_DETAILS``,
-newest first). The TUI holds its first prompt back until ``model.list``
-answers, and shows ``model: provider/current [reasoning]`` from the answer.
-``model.set`` applies from the connection's next run: its ``configure_session``
-is submitted just before that run's input (a ``configure_session`` while a
-Task runs would abort it).
+The models come from the engine's catalogue (``EngineConfig.models``: the
+built-in table, newest first, with ``config.toml``'s ``[models.NAME]``
+overrides and additions). The TUI holds its first prompt back until
+``model.list`` answers, and shows ``model: provider/current [reasoning]`` from
+the answer. ``model.set`` is the engine's ``override_turn_context``: it
+applies from the next model request, a running run's included, and aborts
+nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from codexcore.engine import MODEL_DETAILS
+from codexcore.protocol import OverrideTurnContext
 
 from ._jsonrpc import INVALID_PARAMS, RpcError
 
@@ -54,16 +55,11 @@ def _check_provider(provider: str | None) -> None:
 
 
 def current_model(state: Codelia) -> str:
-    """The model the connection's next run uses."""
-    pending = state.pending.get("model")
-    if isinstance(pending, str):
-        return pending
+    """The model the connection's next request uses."""
     return state.model or state.ctx.host.engine_config.session.model
 
 
 def _current_effort(state: Codelia) -> str | None:
-    if "reasoning_effort" in state.pending:
-        return str(state.pending["reasoning_effort"])
     if state.model is not None:
         return state.effort
     return state.ctx.host.engine_config.session.reasoning_effort
@@ -79,7 +75,8 @@ def _shown(result: dict[str, Any], state: Codelia) -> dict[str, Any]:
 def model_list(state: Codelia, params: ModelList) -> dict[str, Any]:
     _check_provider(params.provider)
     current = current_model(state)
-    models = list(MODEL_DETAILS)
+    catalog = state.ctx.host.engine_config.models.models()
+    models = list(catalog)
     if current not in models:
         models.append(current)  # a model of the configuration the table does not know
     result: dict[str, Any] = {
@@ -89,7 +86,10 @@ def model_list(state: Codelia, params: ModelList) -> dict[str, Any]:
         "source": "session" if state.chosen else "config",
     }
     if params.include_details:
-        result["details"] = {name: attrs.asdict(d) for name, d in MODEL_DETAILS.items()}
+        result["details"] = {
+            name: attrs.asdict(d, filter=lambda _, value: value is not None)
+            for name, d in catalog.items()
+        }
     return _shown(result, state)
 
 
@@ -110,7 +110,7 @@ class ModelReset:
     provider: str | None = None
 
 
-def model_set(state: Codelia, params: ModelSet) -> dict[str, Any]:
+async def model_set(state: Codelia, params: ModelSet) -> dict[str, Any]:
     _check_provider(params.provider)
     changes: dict[str, Any] = {}
     if params.reset:
@@ -132,7 +132,12 @@ def model_set(state: Codelia, params: ModelSet) -> dict[str, Any]:
         changes["reasoning_effort"] = effort
     if not changes:
         raise RpcError(INVALID_PARAMS, "Invalid params: params.name: missing required field")
-    state.pending.update(changes)
+    model, effort = changes.get("model"), changes.get("reasoning_effort")
+    before = (current_model(state), _current_effort(state))
+    await state.submit(OverrideTurnContext(model=model, effort=effort))
+    # The engine says nothing on success (as Codex): what the next request uses is known.
+    state.model = model or before[0]
+    state.effort = effort if effort is not None else before[1]
     state.chosen = True
     result = {"provider": PROVIDER, "name": current_model(state), "source": "session"}
     return _shown(result, state)

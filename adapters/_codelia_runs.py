@@ -94,7 +94,6 @@ class Codelia:
     model: str | None = None  # from the session's latest session_configured
     effort: str | None = None
     cwd: str | None = None  # the session's, to show patch paths inside it short
-    pending: dict[str, Any] = attrs.field(factory=dict)  # configure_session fields for next run
     chosen: bool = False  # model.set was used on this connection
     waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
     tasks: set[asyncio.Task[None]] = attrs.field(factory=set)
@@ -199,7 +198,7 @@ class Codelia:
             if waiter is not None and not waiter.done():
                 waiter.set_result(event)
         if isinstance(msg, WarningEvent):
-            log.warning("engine warning", message=msg.message)
+            log.warning("engine warning", warning=msg.message)
         if isinstance(msg, ShutdownComplete):
             await self.session_over()
         run = self.runs.get(event.id)
@@ -247,10 +246,15 @@ class Codelia:
         await self.ctx.notify("run.status", params)
 
     async def send_context(self, run: Run, usage: TokenCount) -> None:
-        from codexcore.engine import context_window
-
-        window = context_window(current_model(self))
-        used = usage.input_tokens + usage.output_tokens
+        """``run.context`` from the engine's ``token_count.info``: how much of the
+        answering model's context window the last request left (its usage is
+        what the conversation fills now)."""
+        info = usage.info
+        if info is not None and info.model_context_window:
+            window, used = info.model_context_window, info.last_token_usage.total_tokens
+        else:  # an engine that reports no info: the catalogue's word on the model
+            window = self.ctx.host.engine_config.models.details(current_model(self)).context_window
+            used = usage.input_tokens + usage.output_tokens
         left = max(0, min(100, round(100 * (1 - used / window))))
         await self.ctx.notify("run.context", {"run_id": run.id, "context_left_percent": left})
 

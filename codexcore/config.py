@@ -141,7 +141,10 @@ class Settings(Value):
     that was applied, if any. ``home`` is ``CODEXCORE_HOME`` (None: the
     engine's default). ``api_key`` is the value of the variable named by
     ``provider.api_key_env`` (None when unset or empty); it is left out of the
-    repr.
+    repr. ``models`` holds the ``[models.NAME]`` tables: per-model overrides of
+    the model catalogue (context window, limits, prices, reasoning support).
+    ``project_doc_max_bytes`` caps the AGENTS.md text sent to the model (0:
+    none is read).
     """
 
     model: str = DEFAULT_MODEL
@@ -154,7 +157,9 @@ class Settings(Value):
     reasoning_effort: ReasoningEffort | None = None
     model_supports_reasoning_summaries: bool | None = None
     log_level: LogLevel = "warning"
+    project_doc_max_bytes: int = 32 * 1024
     provider: ProviderSettings = attrs.field(factory=ProviderSettings)
+    models: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, hash=False)
     profile: str | None = None
     home: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
@@ -169,7 +174,7 @@ class Settings(Value):
         ``OPENAI_API_KEY`` behind the configuration's back: a profile for a
         local server does not send the OpenAI key there.
         """
-        from .engine import EngineConfig, SessionConfig
+        from .engine import EngineConfig, ModelCatalog, SessionConfig
         from .protocol import SandboxPolicy
 
         session_fields: dict[str, Any] = {
@@ -197,6 +202,8 @@ class Settings(Value):
             max_attempts=self.provider.max_attempts,
             retry_base_delay=self.provider.retry_base_delay,
             stream_idle_timeout=self.provider.stream_idle_timeout,
+            models=ModelCatalog(self.models),
+            project_doc_max_bytes=self.project_doc_max_bytes,
         )
         return attrs.evolve(config, **changes) if changes else config
 
@@ -443,6 +450,7 @@ _SPECS: Final[Mapping[str, _Key]] = {
     "reasoning_effort": _Key(_choice(*_REASONING_EFFORTS)),
     "model_supports_reasoning_summaries": _Key(_bool, "bool"),
     "log_level": _Key(_choice(*_LOG_LEVELS, fold_case=True)),
+    "project_doc_max_bytes": _Key(_int_at_least(0), "int"),
     "provider.base_url": _Key(_url),
     "provider.api_key_env": _Key(_env_name, secret=True),
     "provider.headers": _Key(_headers, "table", secret=True),
@@ -505,6 +513,7 @@ class _File(Value):
     settings: dict[str, Any]
     profiles: dict[str, dict[str, Any]]
     profile: str | None
+    models: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
 class _Reader:
@@ -528,8 +537,31 @@ class _Reader:
                 default_profile = value
             elif key == "profiles":
                 profiles = self._profiles(value)
-        settings = self._table(document, prefix="", skip=("profile", "profiles"))
-        return _File(settings, profiles, default_profile)
+        settings = self._table(document, prefix="", skip=("profile", "profiles", "models"))
+        models = self._models(document.get("models", {}))
+        return _File(settings, profiles, default_profile, models)
+
+    def _models(self, value: Any) -> dict[str, dict[str, Any]]:
+        """``[models.NAME]`` tables: overrides of the model catalogue, checked."""
+        from .engine._models import OVERRIDABLE
+
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f'{self.where}: models = {_show(value)}: expected tables such as [models."gpt-5"]'
+            )
+        models: dict[str, dict[str, Any]] = {}
+        for name, table in value.items():
+            shown = f"models.{json.dumps(name)}"
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"{self.where}: {shown} = {_show(table)}: expected a table")
+            models[name] = {}
+            for key, item in table.items():
+                kind = OVERRIDABLE.get(key)
+                if kind is None:
+                    self._unknown(f"{shown}.{key}", key, here=tuple(OVERRIDABLE), elsewhere=None)
+                    continue
+                models[name][key] = _model_value(kind, item, f"{self.where}: {shown}.{key}")
+        return models
 
     def _profiles(self, value: Any) -> dict[str, dict[str, Any]]:
         if not isinstance(value, Mapping):
@@ -594,6 +626,27 @@ class _Reader:
         if suggestion:
             message += f" (did you mean {suggestion!r}?)"
         self.warnings.append(message)
+
+
+def _model_value(kind: str, value: Any, shown: str) -> Any:
+    """A ``[models.NAME]`` value of ``kind`` (``int``: a token count >= 1; ``float``: a
+    price >= 0; ``bool``; ``str``), or a ConfigError naming it."""
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "float" and number and math.isfinite(value) and value >= 0:
+        return float(value)
+    if kind == "bool" and isinstance(value, bool):
+        return value
+    if kind == "str" and isinstance(value, str):
+        return value
+    expected = {
+        "int": "an integer >= 1 (tokens)",
+        "float": "a number >= 0 (US dollars per million tokens)",
+        "bool": "true or false",
+        "str": "a string",
+    }[kind]
+    raise ConfigError(f"{shown} = {_show(value)}: expected {expected}")
 
 
 def _suggest(key: str, prefix: str, here: tuple[str, ...], elsewhere: str | None) -> str | None:
@@ -804,6 +857,9 @@ def load_settings(
     api_key = environ.get(key_env) or None
     sources["api_key"] = Source("env", key_env) if api_key else _DEFAULT
     settings = _build(values, profile=name, home=home_dir, api_key=api_key)
+    if file is not None and file.models:
+        settings = attrs.evolve(settings, models=file.models)
+        sources["models"] = Source("file", path)
     return LoadedSettings(settings, path, file is not None, where, tuple(warnings), sources)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from codexcore import Codex, EngineConfig, SessionConfig
+from codexcore.engine._instructions import is_contextual
 from codexcore.protocol import TERMINAL_EVENT_TYPES, Event, Op
 from codexcore.testing import ScriptedModel
 
@@ -29,6 +30,17 @@ def engine_config(cwd: Path, **session: Any) -> EngineConfig:
         retry_base_delay=0.01,
         stream_idle_timeout=5.0,
     )
+
+
+def typed_input(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's input without the contextual messages (AGENTS.md, environment
+    context) the engine adds: what the user and the model said."""
+    return [item for item in request["input"] if not is_contextual(item)]
+
+
+def contextual_input(request: dict[str, Any]) -> list[str]:
+    """The texts of a request's contextual messages, in order."""
+    return [i["content"][0]["text"] for i in request["input"] if is_contextual(i)]
 
 
 @attrs.frozen

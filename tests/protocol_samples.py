@@ -24,6 +24,7 @@ OPS: list[Any] = [
         reasoning_effort="low",
         base_url="http://127.0.0.1:8080/v1",
         model_supports_reasoning_summaries=False,
+        reasoning_summary="concise",
     ),
     p.UserInput(
         (
@@ -34,6 +35,23 @@ OPS: list[Any] = [
         last_response_id="resp_1",
     ),
     p.InjectInput((p.TextInput("also this"),)),
+    p.UserTurn(
+        (p.TextInput("now in src"),),
+        cwd="/work/src",
+        approval_policy="never",
+        sandbox_policy=SANDBOX,
+        model="gpt-5-mini",
+        effort="low",
+        summary="detailed",
+    ),
+    p.OverrideTurnContext(
+        cwd="/work/src",
+        approval_policy="on-request",
+        sandbox_policy=p.SandboxPolicy("read-only"),
+        model="gpt-5.1-codex",
+        effort="high",
+        summary="none",
+    ),
     p.Interrupt(),
     p.RunUserShellCommand("git status --short", timeout_ms=30000, cwd="src"),
     p.Stop(),
@@ -51,7 +69,7 @@ EVENT_MSGS: list[Any] = [
     p.SessionConfigured(
         "sess_1", "gpt-5", "/work", "untrusted", SANDBOX, "server", "high", "bwrap", None
     ),
-    p.TaskStarted(),
+    p.TaskStarted(400000),
     p.AgentMessage("Done."),
     p.AgentMessageDelta("Do"),
     p.AgentReasoning("Thinking about it"),
@@ -78,7 +96,16 @@ EVENT_MSGS: list[Any] = [
     p.TurnDiff("diff --git a/x b/x\n"),
     p.TurnComplete("resp_2", "gpt-5.1-codex", "2026-01-02T03:04:05.678Z", 1234),
     p.TaskComplete("Done.", "resp_2", stopped_by="checkpoint"),
-    p.TokenCount(100, 20, 50, 10, 150),
+    p.TokenCount(
+        100,
+        20,
+        50,
+        10,
+        150,
+        info=p.TokenUsageInfo(
+            p.TokenUsage(300, 120, 90, 30, 390), p.TokenUsage(100, 20, 50, 10, 150), 400000
+        ),
+    ),
     p.WarningEvent("sandbox unavailable"),
     p.StreamError("server error 500; retrying", 1, 5),
     p.ErrorEvent("interrupted by the model provider", "retries_exhausted"),

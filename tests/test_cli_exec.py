@@ -25,6 +25,8 @@ from codexcore.testing import (
     text_response,
 )
 
+from .engine_helpers import typed_input
+
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi there\n*** End Patch"
 
 
@@ -105,7 +107,7 @@ def test_prompt_from_stdin(workspace: Path, stop_servers: list[ScriptedResponses
     stop_servers.append(server)
     result = exec_process(server, workspace, stdin="summarise this\n")
     assert result.returncode == 0, result.stderr
-    text = model.requests[0]["input"][0]["content"][0]["text"]
+    text = typed_input(model.requests[0])[0]["content"][0]["text"]
     assert text == "summarise this\n"
 
 
@@ -137,7 +139,7 @@ def test_resume_and_fork(workspace: Path, stop_servers: list[ScriptedResponsesSe
     assert forked.returncode == 0, forked.stderr
 
     def texts(i: int) -> list[str]:
-        return [c["text"] for m in model.requests[i]["input"] for c in m.get("content", [])]
+        return [c["text"] for m in typed_input(model.requests[i]) for c in m.get("content", [])]
 
     assert texts(1) == ["one", "first answer", "two"]
     assert texts(2) == ["one", "first answer", "three"]

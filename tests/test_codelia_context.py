@@ -83,7 +83,14 @@ async def test_context_inspect_answers_the_runtime_dirs_and_the_kept_ui_context(
             "workspace_root": "/w",
             "active_file_path": "src/app.ts",
         }
-        assert "agents" not in after["result"]
+        # No AGENTS.md anywhere: the answer says so (the engine sends none).
+        assert after["result"]["agents"] == {
+            "root": str(tmp_path),
+            "max_bytes": 32768,
+            "truncated": False,
+            "files": [],
+            "text": "",
+        }
         assert "skills" not in after["result"]
         await finish(ui)
     assert [m.get("id") for m in ui.server.seen if "method" not in m] == ["1", "2", "3"]

@@ -26,6 +26,7 @@ from codexcore.testing import (
     text_response,
 )
 
+from .engine_helpers import typed_input
 from .server_helpers import StdioServer
 from .test_codelia import SEED_000_INITIALIZE, Ui, check_run, finish, req
 from .test_openrpc import as_object, cli_document, validates
@@ -131,8 +132,9 @@ async def test_one_llm_call_per_request_then_a_run_summary(tmp_path: Path, how: 
     # The summary goes just before the run's terminal status, as in Codelia.
     order = [m["method"] for m in ui.of_run(run_id)]
     assert order[-2:] == ["run.diagnostics", "run.status"]
-    for body in requests:  # nothing of it reaches the model
-        text = json.dumps(body)
+    for body in requests:  # nothing of it reaches the model (the cwd, named after the
+        # test, does: in the environment context)
+        text = json.dumps({**body, "input": typed_input(body)})
         for word in ("llm_call", "run_summary", "latency"):
             assert word not in text
 

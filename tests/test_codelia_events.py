@@ -204,7 +204,7 @@ def test_retry_kinds() -> None:
 
 def test_the_model_table_answers_snapshots_by_family_and_unknown_models_conservatively() -> None:
     assert next(iter(MODEL_DETAILS)) == "gpt-5.1-codex"
-    dates = [d.release_date for d in MODEL_DETAILS.values()]
+    dates = [d.release_date or "" for d in MODEL_DETAILS.values()]
     assert dates == sorted(dates, reverse=True)  # newest first, as model.list lists them
     assert context_window("gpt-5-codex-2025-09-15") == 400_000  # its family, not gpt-5's alone
     assert model_details("gpt-4o-mini-2024-07-18") == MODEL_DETAILS["gpt-4o-mini"]

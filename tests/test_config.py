@@ -130,6 +130,7 @@ reasoning_effort = "high"
 model_supports_reasoning_summaries = false
 instructions = "Be brief."
 log_level = "INFO"
+project_doc_max_bytes = 4096
 
 [provider]
 base_url = "https://example.test/v1/"
@@ -156,6 +157,7 @@ def test_every_key_of_the_file(tmp_path: Path) -> None:
         reasoning_effort="high",
         model_supports_reasoning_summaries=False,
         log_level="info",
+        project_doc_max_bytes=4096,
         provider=ProviderSettings(
             base_url="https://example.test/v1",
             api_key_env="EXAMPLE_KEY",
@@ -247,6 +249,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "writable_roots": {"file": ["/f"], "profile": ["/p"], "flag": ["/c"]},
     "instructions": {"file": "i-file", "profile": "i-profile", "flag": "i-flag"},
     "log_level": {"file": "debug", "profile": "info", "env": "error", "flag": "warning"},
+    "project_doc_max_bytes": {"file": 100, "profile": 0, "flag": 4096},
     "provider.base_url": {
         "file": "http://file.test/v1",
         "profile": "http://profile.test/v1",

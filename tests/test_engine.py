@@ -39,7 +39,13 @@ from codexcore.testing import (
 )
 from codexcore.tools._reaper import reaper
 
-from .engine_helpers import Recorder, engine_config, running_engine
+from .engine_helpers import (
+    Recorder,
+    contextual_input,
+    engine_config,
+    running_engine,
+    typed_input,
+)
 from .flows import basic_model, interrupt_model, outputs_sent
 
 pytestmark = pytest.mark.anyio
@@ -338,9 +344,11 @@ async def test_client_history_mode_resends_everything(tmp_path: Path) -> None:
         await ui.until(p.TaskComplete, id="c")
 
     def texts(request: dict[str, Any]) -> list[str]:
-        return [c.get("text") for i in request["input"] for c in i.get("content", [])]
+        return [c.get("text") for i in typed_input(request) for c in i.get("content", [])]
 
     assert all(r["store"] is False and "previous_response_id" not in r for r in model.requests)
+    # The initial context went once, with the first request, and is resent as history.
+    assert [len(contextual_input(r)) for r in model.requests] == [1, 1, 1]
     assert texts(model.requests[1]) == ["first", "one", "second"]
     assert texts(model.requests[2]) == ["first", "one", "instead"]
 
@@ -369,7 +377,10 @@ async def test_server_history_mode_chains_and_forks(tmp_path: Path) -> None:
         "r1",
         "resp_from_before",
     ]
-    assert all(r["store"] is True and len(r["input"]) == 1 for r in model.requests)
+    assert all(r["store"] is True and len(typed_input(r)) == 1 for r in model.requests)
+    # The initial context goes with the first request only, and again on a branch from a
+    # response this session never saw (what that conversation told its model is unknown).
+    assert [len(contextual_input(r)) for r in model.requests] == [1, 0, 0, 1]
 
 
 async def test_client_mode_rejects_an_unknown_bookmark_without_harm(tmp_path: Path) -> None:
@@ -451,7 +462,7 @@ async def test_local_image_is_sent_inline_and_a_missing_one_is_rejected(tmp_path
         assert "gone.png" in error.msg.message
         await ui.submit(UserInput((LocalImageInput(str(image)),)), id="ok")
         await ui.until(p.TaskComplete, id="ok")
-    content = model.requests[0]["input"][0]["content"][0]
+    content = typed_input(model.requests[0])[0]["content"][0]
     assert content["image_url"].startswith("data:image/png;base64,")
 
 

@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -51,7 +52,7 @@ from codexcore.testing import (
     text_response,
 )
 
-from .engine_helpers import Recorder, engine_config
+from .engine_helpers import Recorder, engine_config, typed_input
 from .flows import outputs_sent
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +79,7 @@ def home() -> Path:
 def user_texts(request: dict[str, Any]) -> list[str]:
     return [
         part["text"]
-        for item in request["input"]
+        for item in typed_input(request)
         if item.get("type") == "message" and item.get("role") == "user"
         for part in item["content"]
     ]
@@ -379,8 +380,11 @@ async def test_a_stop_while_the_approval_request_waits_for_room_is_not_missed(
         await ui.until(p.SessionConfigured, id="cfg")
         await ui.submit(say("go"), id="t1")
         # task_started and token_count fill the queue; exec_approval_request waits.
-        for _ in range(1000):
-            if codex._locked_emits:
+        # (The first request waits for the initial context, read off the loop: a
+        # deadline, not a count of loop turns.)
+        deadline = time.monotonic() + 5
+        for _ in itertools.count():
+            if codex._locked_emits or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0)
         assert codex._locked_emits == 1, ui.types(noise=True)
@@ -540,7 +544,7 @@ async def test_a_stopped_task_resumes_well_formed_from_its_rollout(
         await ui.until(p.SessionConfigured, id="res")
         await ui.submit(say("where were we"), id="t2")
         await ui.until(p.TaskComplete, id="t2")
-    kinds = [(i.get("type"), i.get("call_id")) for i in model.requests[1]["input"]]
+    kinds = [(i.get("type"), i.get("call_id")) for i in typed_input(model.requests[1])]
     assert kinds == [
         ("message", None),
         ("function_call", "c1"),

@@ -27,7 +27,7 @@ from codexcore.engine._rollout import (
 )
 from codexcore.testing import ScriptedModel, shell_call, text_response
 
-from .engine_helpers import Recorder, engine_config, running_engine
+from .engine_helpers import Recorder, engine_config, running_engine, typed_input
 from .test_engine import say
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +38,8 @@ def rollouts() -> list[Path]:
 
 
 def texts(request: dict[str, Any]) -> list[str]:
-    return [c.get("text") for i in request["input"] for c in i.get("content", []) if "text" in c]
+    items = typed_input(request)
+    return [c.get("text") for i in items for c in i.get("content", []) if "text" in c]
 
 
 async def test_every_event_is_recorded_before_the_ui_sees_it(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from codexcore.testing import (
     text_response,
 )
 
-from .engine_helpers import running_engine
+from .engine_helpers import running_engine, typed_input
 from .test_engine import say
 
 # Prints, then waits until its parent (the exec process, or bubblewrap) is gone.
@@ -139,7 +139,7 @@ def kill_mid_command(server: ScriptedResponsesServer, cwd: Path, *args: str) -> 
 def aborted_outputs(request: dict[str, Any]) -> dict[str, str]:
     return {
         item["call_id"]: item["output"]
-        for item in request["input"]
+        for item in typed_input(request)
         if item.get("type") == "function_call_output"
     }
 
@@ -174,15 +174,15 @@ def test_resume_after_sigkill_answers_the_call_that_was_running(
     outputs = aborted_outputs(request)
     assert list(outputs) == ["c1"], request["input"]
     assert outputs["c1"].startswith("aborted: ")
-    user_text = [c["text"] for i in request["input"] for c in i.get("content", [])]
+    user_text = [c["text"] for i in typed_input(request) for c in i.get("content", [])]
     if mode == "client":
-        kinds = [item["type"] for item in request["input"]]
+        kinds = [item["type"] for item in typed_input(request)]
         assert kinds == ["message", "function_call", "function_call_output", "message"]
         assert user_text == ["run it", "next"]
     else:
         # The stored response r1 holds the unanswered call: its output goes first.
         assert request["previous_response_id"] == "r1"
-        assert [i["type"] for i in request["input"]] == ["function_call_output", "message"]
+        assert [i["type"] for i in typed_input(request)] == ["function_call_output", "message"]
         assert user_text == ["next"]
     # Loaded again, the History is the same well-formed conversation.
     (path,) = rollouts()
@@ -246,11 +246,12 @@ def test_resume_cuts_off_a_torn_last_line_and_appends_whole_records(
     after = whole_records(path)  # every line whole: the fragment is gone
     assert after[: len(before) - 1] == before[:-1]
     assert after[len(before) - 1]["type"] == "config"  # the first record appended, intact
-    assert [r["items"][0]["content"][0]["text"] for r in after if r["type"] == "turn"] == [
+    turns = [typed_input({"input": r["items"]}) for r in after if r["type"] == "turn"]
+    assert [items[0]["content"][0]["text"] for items in turns] == [
         "one",
         "two",
     ]
-    texts = [c["text"] for i in model.requests[1]["input"] for c in i.get("content", [])]
+    texts = [c["text"] for i in typed_input(model.requests[1]) for c in i.get("content", [])]
     assert texts == ["one", "first answer", "two"]
 
 
@@ -387,7 +388,7 @@ async def test_a_session_is_written_from_its_first_answer_and_readable_before(
 ) -> None:
     model = ScriptedModel([text_response("hello", response_id="r1")])
     async with running_engine(model, tmp_path) as ui:
-        await ui.submit(p.ConfigureSession(model="m"), id="c")
+        await ui.submit(p.ConfigureSession(model="gpt-5-mini"), id="c")
         configured = await ui.until(p.SessionConfigured, id="c")
         await ui.submit(p.GetHistory(), id="h")
         held = (await ui.until(p.SessionHistory, id="h")).msg

@@ -3,9 +3,11 @@
 from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import EngineConfig, SessionConfig
+from ._instructions import ProjectDoc, ProjectDocs, read_project_docs
 from ._models import (
     DEFAULT_CONTEXT_WINDOW,
     MODEL_DETAILS,
+    ModelCatalog,
     ModelDetails,
     context_window,
     model_details,
@@ -19,8 +21,11 @@ __all__ = [
     "Codex",
     "EngineClosed",
     "EngineConfig",
+    "ModelCatalog",
     "ModelClientPool",
     "ModelDetails",
+    "ProjectDoc",
+    "ProjectDocs",
     "Rejected",
     "SessionConfig",
     "State",
@@ -30,4 +35,5 @@ __all__ = [
     "model_details",
     "parse_submission",
     "prune_sessions",
+    "read_project_docs",
 ]

@@ -27,6 +27,7 @@ import datetime
 import enum
 import functools
 import itertools
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -50,6 +51,7 @@ from ..protocol import (
     Interrupt,
     ListSessions,
     Op,
+    OverrideTurnContext,
     PatchApproval,
     ProtocolError,
     ResumeSession,
@@ -65,15 +67,17 @@ from ..protocol import (
     SubmissionAck,
     TaskComplete,
     TaskStarted,
+    TokenUsage,
     TurnAborted,
     UserInput,
+    UserTurn,
     WarningEvent,
     decode_submission,
 )
 from ..tools.sandbox import SandboxStatus, probe_sandbox
 from ._approvals import Answer, TaskAborted
 from ._clients import ModelClientPool
-from ._config import EngineConfig, SessionConfig
+from ._config import BadTurnContext, EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._history import History, Item, UnknownBookmark
 from ._queues import LoopQueue
@@ -92,7 +96,7 @@ from ._rollout import (
     read_session_events,
 )
 from ._session import RunningTask, Session, StopRequest
-from ._task import Task
+from ._task import Task, TurnSettings
 from ._tools import ToolRouter
 from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
 
@@ -237,6 +241,7 @@ class Codex:
         self._recording_news: str | None = None  # for the next event's emitter to tell
         acks = self.config.acknowledge_submissions
         self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
+        self._warned_models: set[str] = set()  # unknown models already warned about
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -526,6 +531,7 @@ class Codex:
         history: History | None = None,
         forked_from: str | None = None,
         append_to: Path | None = None,
+        token_total: TokenUsage | None = None,
     ) -> Session:
         """A Session, recorded in a new rollout (or appended to ``append_to``)
         unless the engine is ephemeral. A new rollout's file is created with
@@ -548,7 +554,14 @@ class Codex:
             await self._session.stop_shells()
             self._session.close()
         return Session(
-            config, self._clients, session_id=session_id, history=history, rollout=rollout
+            config,
+            self._clients,
+            session_id=session_id,
+            history=history,
+            rollout=rollout,
+            home=str(self._home()),
+            project_doc_max_bytes=self.config.project_doc_max_bytes,
+            token_total=token_total,
         )
 
     def _home(self) -> Path:
@@ -589,6 +602,71 @@ class Codex:
                     "known to be safe will need approval"
                 ),
             )
+        await self._warn_if_unknown(sub_id, c.model)
+
+    async def _warn_if_unknown(self, sub_id: str, model: str) -> None:
+        """One warning per engine for each model the catalogue does not know."""
+        if model in self._warned_models or self.config.models.lookup(model) is not None:
+            return
+        self._warned_models.add(model)
+        assumed = self.config.models.details(model)
+        await self._emit(
+            sub_id,
+            WarningEvent(
+                f"model {model!r} is not in the model catalogue: assuming a "
+                f"{assumed.context_window}-token context window and "
+                f"{assumed.max_output_tokens} output tokens (describe it under "
+                f"[models.{json.dumps(model)}] in config.toml)"
+            ),
+        )
+
+    # --- per-turn settings ----------------------------------------------------------
+
+    async def _override_turn_context(self, sub: Submission, config: SessionConfig) -> None:
+        """New per-turn settings (checked by ``_prepare``): the running Task, if any,
+        takes them up at its next request."""
+        session = self._require_session()
+        confining = config.sandbox_policy.type != "danger-full-access"
+        if confining and session.sandbox is None:
+            session.sandbox = await asyncio.to_thread(probe_sandbox)
+        was_confining = session.config.sandbox_policy.type != "danger-full-access"
+        if config != session.config:
+            session.reconfigure(config)
+        if confining and not was_confining and session.sandbox and session.sandbox.kind == "none":
+            await self._emit(
+                sub.id,
+                WarningEvent(
+                    f"commands cannot be confined ({session.sandbox.reason}); every command "
+                    "that is not known to be safe will need approval"
+                ),
+            )
+        await self._warn_if_unknown(sub.id, config.model)
+
+    async def _configure_with_turn_context(self, sub: Submission, config: SessionConfig) -> None:
+        self._session = await self._new_session(config)
+        await self._announce_session(sub.id)
+
+    async def _user_turn(self, sub: Submission, prepared: tuple[SessionConfig, list[Item]]) -> None:
+        config, first_input = prepared
+        await self._override_turn_context(sub, config)
+        await self._start_task(sub, first_input)
+
+    async def _configure_and_turn(
+        self, sub: Submission, prepared: tuple[SessionConfig, list[Item]]
+    ) -> None:
+        config, first_input = prepared
+        self._session = await self._new_session(config)
+        await self._announce_session(sub.id)
+        await self._start_task(sub, first_input)
+
+    def _turn_settings(self, op: OverrideTurnContext | UserTurn) -> SessionConfig:
+        base = self._session.config if self._session else self.config.session
+        try:
+            return base.with_turn_settings(op)
+        except BadTurnContext as exc:
+            raise SubmissionRejected(
+                f"{op.TYPE}: {exc} (nothing was changed)", "bad_turn_context"
+            ) from None
 
     async def _configure_and_start(self, sub: Submission, first_input: list[Item]) -> None:
         self._session = await self._new_session(self.config.session)
@@ -600,7 +678,9 @@ class Codex:
         if isinstance(sub.op, UserInput) and sub.op.last_response_id is not None:
             server = session.config.history_mode == "server"
             session.history.fork(sub.op.last_response_id, allow_external=server)
-        await self._emit(sub.id, TaskStarted())
+            session.rebranched()
+        window = self.config.models.details(session.config.model).context_window
+        await self._emit(sub.id, TaskStarted(window))
         # What the Task runs under is fixed now, though its objects are built in the runner.
         under = (session.config, session.sandbox or UNCONFINED, session.client())
         # Let the event queue's reader (a host's pump, woken by the first put) send
@@ -634,7 +714,15 @@ class Codex:
         # events already emitted, task_started first, reach the UI before it.
         await asyncio.sleep(0)
         emit = self._emitter(sub_id)
-        tools = ToolRouter(config, self.config, session.approvals, sandbox, emit, stop.pending)
+
+        def tools_for(config: SessionConfig) -> ToolRouter:
+            confine = session.sandbox or sandbox
+            return ToolRouter(config, self.config, session.approvals, confine, emit, stop.pending)
+
+        tools = tools_for(config)
+        settings = TurnSettings(
+            lambda: session.config, tools_for, session.context, self.config.models, session.totals
+        )
         task = Task(
             session_id=session.id,
             config=config,
@@ -645,12 +733,19 @@ class Codex:
             take_injected=session.take_injected,
             take_context=session.take_context,
             stop_requested=lambda: stop.kind,
+            settings=settings,
         )
         return await task.run(first_input)
 
-    async def _prepare(self, op: Op) -> list[Item] | LoadedSession | str | None:
+    async def _prepare(
+        self, op: Op
+    ) -> list[Item] | LoadedSession | str | SessionConfig | tuple[SessionConfig, list[Item]] | None:
         if isinstance(op, UserInput | InjectInput):
             return self._task_input(op)
+        if isinstance(op, OverrideTurnContext):
+            return self._turn_settings(op)
+        if isinstance(op, UserTurn):
+            return self._turn_settings(op), self._task_input(op)
         if isinstance(op, RunUserShellCommand):
             root = (self._session.config if self._session else self.config.session).cwd
             try:
@@ -670,7 +765,7 @@ class Codex:
             return loaded
         return None
 
-    def _task_input(self, op: UserInput | InjectInput) -> list[Item]:
+    def _task_input(self, op: UserInput | InjectInput | UserTurn) -> list[Item]:
         """The model input an Op brings."""
         try:
             message = user_message(op.items)
@@ -877,6 +972,7 @@ class Codex:
             session_id=loaded.session_id,
             history=loaded.history,
             append_to=loaded.path,
+            token_total=loaded.token_total,
         )
         await self._announce_session(sub.id)
 
@@ -972,6 +1068,13 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     (_U, Interrupt): Step(None, Codex._ignore),
     (_I, Interrupt): Step(None, Codex._interrupt_shells),
     **{(s, Interrupt): Step("interrupted", Codex._interrupt_shells) for s in _RUNNING},
+    # override_turn_context: new per-turn settings, from the next model request on;
+    # never aborts. user_turn: those settings, then a Task, as user_input.
+    (_U, OverrideTurnContext): Step(None, Codex._configure_with_turn_context),
+    **{(s, OverrideTurnContext): Step(None, Codex._override_turn_context) for s in (_I, *_RUNNING)},
+    (_U, UserTurn): Step(None, Codex._configure_and_turn),
+    (_I, UserTurn): Step(None, Codex._user_turn),
+    **{(s, UserTurn): Step("replaced", Codex._user_turn) for s in _RUNNING},
     # run_user_shell_command: runs beside a Task, never disturbing it.
     (_U, RunUserShellCommand): Step(None, Codex._configure_and_shell),
     **{(s, RunUserShellCommand): Step(None, Codex._user_shell) for s in (_I, *_RUNNING)},

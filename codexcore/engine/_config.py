@@ -10,9 +10,13 @@ from ..protocol import (
     ApprovalPolicy,
     ConfigureSession,
     HistoryMode,
+    OverrideTurnContext,
     ReasoningEffort,
+    ReasoningSummary,
     SandboxPolicy,
+    UserTurn,
 )
+from ._models import ModelCatalog
 
 DEFAULT_MODEL = "gpt-5-codex"
 DEFAULT_INSTRUCTIONS = (
@@ -41,6 +45,7 @@ class SessionConfig:
     reasoning_effort: ReasoningEffort | None = None
     model_supports_reasoning_summaries: bool | None = None
     base_url: str | None = None
+    reasoning_summary: ReasoningSummary = "auto"
 
     def overlay(self, op: ConfigureSession) -> SessionConfig:
         """This configuration with every field that ``op`` sets replaced."""
@@ -52,6 +57,46 @@ class SessionConfig:
         if "cwd" in changes:
             changes["cwd"] = os.path.abspath(changes["cwd"])
         return attrs.evolve(self, **changes)
+
+    def with_turn_settings(self, op: OverrideTurnContext | UserTurn) -> SessionConfig:
+        """This configuration under the per-turn settings ``op`` sets.
+
+        Raises :class:`BadTurnContext` naming the first bad field: a ``cwd``
+        (relative ones are taken from this one's) that is not a directory, a
+        blank ``model``, a writable root that is not an absolute path.
+        """
+        changes: dict[str, object] = {}
+        if op.cwd is not None:
+            cwd = os.path.normpath(os.path.join(self.cwd, os.path.expanduser(op.cwd)))
+            if not os.path.isdir(cwd):
+                raise BadTurnContext("cwd", f"{cwd} is not a directory")
+            changes["cwd"] = cwd
+        if op.model is not None:
+            if not op.model.strip():
+                raise BadTurnContext("model", "must not be blank")
+            changes["model"] = op.model.strip()
+        if op.sandbox_policy is not None:
+            for root in op.sandbox_policy.writable_roots:
+                if not os.path.isabs(root):
+                    raise BadTurnContext(
+                        "sandbox_policy.writable_roots", f"{root!r} is not an absolute path"
+                    )
+            changes["sandbox_policy"] = op.sandbox_policy
+        if op.approval_policy is not None:
+            changes["approval_policy"] = op.approval_policy
+        if op.effort is not None:
+            changes["reasoning_effort"] = op.effort
+        if op.summary is not None:
+            changes["reasoning_summary"] = op.summary
+        return attrs.evolve(self, **changes)  # type: ignore[arg-type]
+
+
+class BadTurnContext(ValueError):
+    """A per-turn setting that cannot be taken; ``field`` names it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
 
 
 @attrs.frozen
@@ -78,6 +123,10 @@ class EngineConfig:
     without a proxy in the environment only (with one, httpx's is used). The
     ``codexcore exec`` and ``serve`` processes set it; a library user keeps
     httpx's transport unless they opt in.
+
+    ``models`` is the model catalogue (limits, prices, reasoning support), with
+    ``config.toml``'s per-model overrides. ``project_doc_max_bytes`` caps the
+    AGENTS.md text sent to the model (0: none is read).
     """
 
     session: SessionConfig = attrs.field(factory=SessionConfig)
@@ -95,3 +144,5 @@ class EngineConfig:
     acknowledge_submissions: bool = False
     duplicate_ttl: float = 600.0
     lean_transport: bool = False
+    models: ModelCatalog = attrs.field(factory=ModelCatalog)
+    project_doc_max_bytes: int = 32 * 1024

@@ -14,7 +14,7 @@ from typing import Any
 from ..protocol import ImageInput, InputItem, LocalImageInput, TextInput
 from ._config import SessionConfig
 from ._history import History, Item
-from ._models import supports_reasoning
+from ._models import BUILTIN_CATALOG, ModelCatalog
 
 SHELL_TOOL: dict[str, Any] = {
     "type": "function",
@@ -113,18 +113,20 @@ def build_request(
     tools: Sequence[dict[str, Any]],
     *,
     session_id: str,
+    catalog: ModelCatalog = BUILTIN_CATALOG,
 ) -> dict[str, Any]:
     """The body of one POST /responses for the next Turn.
 
     ``server`` mode stores responses and sends only what the provider has
     not seen; ``client`` mode stores nothing and resends the whole history,
     each item in its input shape (:func:`input_item`). Reasoning options go
-    only to a model that takes them (:func:`~._models.supports_reasoning`):
-    a summary always (``"auto"``), the effort when one is configured, and in
-    ``client`` mode the encrypted reasoning to carry into the next request.
+    only to a model that takes them (``catalog``, the session's override
+    first): the summary setting (left out when it is ``"none"``), the effort
+    when one is configured, and in ``client`` mode the encrypted reasoning to
+    carry into the next request.
     """
     store = config.history_mode == "server"
-    reasoning = supports_reasoning(config.model, config.model_supports_reasoning_summaries)
+    reasoning = catalog.supports_reasoning(config.model, config.model_supports_reasoning_summaries)
     body: dict[str, Any] = {
         "model": config.model,
         "instructions": config.instructions,
@@ -144,7 +146,9 @@ def build_request(
         if reasoning:
             body["include"] = ["reasoning.encrypted_content"]
     if reasoning:
-        options: dict[str, Any] = {"summary": "auto"}
+        options: dict[str, Any] = {}
+        if config.reasoning_summary != "none":
+            options["summary"] = config.reasoning_summary
         if config.reasoning_effort is not None:
             options["effort"] = config.reasoning_effort
         body["reasoning"] = options

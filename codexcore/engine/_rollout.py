@@ -4,7 +4,12 @@ Layout: ``HOME/sessions/YYYY/MM/DD/rollout-<timestamp>-<session_id>.jsonl``,
 one record a line:
 
 - ``{"type": "session_meta", "session_id", "created_at", "cwd", "forked_from"}``
-- ``{"type": "config", "config": {...}}``: at the start and on each reconfigure
+- ``{"type": "config", "config": {...}}``: at the start, on each reconfigure and
+  on each change of the per-turn settings (``override_turn_context``,
+  ``user_turn``), so a resumed or forked session runs under the latest ones.
+  What the model was told of its environment (the initial context and its
+  short updates) is in the History's own records, so resume and fork know
+  what not to send again
 - ``{"type": "turn", "items", "response_id"}``, ``{"type": "tool_outputs", …}``,
   ``{"type": "fork", "response_id"}``: every change to the History, so that
   replaying them rebuilds it exactly, bookmarks included
@@ -50,6 +55,8 @@ from ..protocol import (
     Event,
     ProtocolError,
     SessionSummary,
+    TokenCount,
+    TokenUsage,
     decode_event,
     decode_submission,
     encode_event,
@@ -57,6 +64,7 @@ from ..protocol import (
 )
 from ._config import SessionConfig
 from ._history import History, Item, Journal
+from ._instructions import is_contextual
 from ._requests import CUT_OFF, aborted_output, unanswered_calls
 
 log = get_logger(__name__)
@@ -388,10 +396,14 @@ def find_rollout(home: Path, session_id: str) -> Path:
 
 @attrs.frozen
 class LoadedSession:
+    """A recorded session rebuilt: ``token_total`` is the session's token usage so far
+    (from its last ``token_count``; None when it recorded none)."""
+
     session_id: str
     config: SessionConfig
     history: History
     path: Path
+    token_total: TokenUsage | None = None
 
 
 def load_session(home: Path, session_id: str) -> LoadedSession:
@@ -406,6 +418,7 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
     meta = config = None
     history = History()
     number = 0
+    last_count: dict[str, Any] | None = None
     for number, record in _numbered_records(path):
         kind = record["type"]
         if kind == "session_meta":
@@ -416,12 +429,27 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
             if kind != "tool_outputs":
                 _close_unanswered(history)
             history.replay(kind, tuple(record.get("items") or ()), record["response_id"])
+        elif kind == "event" and record["event"].get("msg", {}).get("type") == "token_count":
+            last_count = record["event"]
     if meta is None:
         raise BadRollout(path, _missing("session_meta", path, number))
     if config is None:
         raise BadRollout(path, _missing("config", path, number))
     _close_unanswered(history)
-    return LoadedSession(session_id, config, history, path)
+    return LoadedSession(session_id, config, history, path, _token_total(last_count))
+
+
+def _token_total(recorded: dict[str, Any] | None) -> TokenUsage | None:
+    """The session total a recorded ``token_count`` event reports, if it is readable."""
+    if recorded is None:
+        return None
+    try:
+        msg = decode_event(recorded).msg
+    except (ValueError, KeyError):
+        return None
+    if isinstance(msg, TokenCount) and msg.info is not None:
+        return msg.info.total_token_usage
+    return None
 
 
 def _missing(kind: str, path: Path, records: int) -> str:
@@ -539,7 +567,7 @@ def _summarize(path: Path) -> SessionSummary:
             meta = record
         elif kind == "turn":
             for item in record["items"]:
-                if item.get("type") == "message":
+                if item.get("type") == "message" and not is_contextual(item):
                     count += 1
                     if item.get("role") == "user":
                         user_messages.append(_text_of(item))

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..protocol import AbortReason, StopKind, TaskComplete
+from ..protocol import AbortReason, StopKind, TaskComplete, TokenUsage
 from ..tools.sandbox import SandboxStatus
 from ._approvals import Approvals
 from ._clients import ModelClientPool
 from ._config import SessionConfig
 from ._history import History, Item
+from ._instructions import ContextTracker, told_in
 from ._rollout import RolloutWriter, config_record, journal
+from ._task import TokenTotals
 
 if TYPE_CHECKING:
     from ..model import ModelClient
@@ -67,10 +69,19 @@ class Session:
         session_id: str | None = None,
         history: History | None = None,
         rollout: RolloutWriter | None = None,
+        home: str | None = None,
+        project_doc_max_bytes: int = 32 * 1024,
+        token_total: TokenUsage | None = None,
     ) -> None:
+        """``home`` holds the global AGENTS.md; ``project_doc_max_bytes`` caps the
+        AGENTS.md text. A ``history`` (resumed, forked) says what its model was
+        already told, so the initial context is not sent again; ``token_total``
+        (a resumed session's) is where its token count goes on from."""
         self.id = session_id or str(uuid.uuid4())
         self.config = config
         self.history = history or History()
+        self.context = ContextTracker(home, project_doc_max_bytes, told_in(self.history.items()))
+        self.totals = TokenTotals(token_total)
         self.rollout = rollout
         if rollout is not None:
             self.history.journal = journal(rollout)
@@ -90,6 +101,10 @@ class Session:
         self.config = config
         if self.rollout is not None:
             self.rollout.record(config_record(config))
+
+    def rebranched(self) -> None:
+        """The History moved to another branch: what its model was told is that branch's."""
+        self.context.told = told_in(self.history.items())
 
     def close(self) -> None:
         if self.rollout is not None:

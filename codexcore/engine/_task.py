@@ -35,12 +35,17 @@ from ..protocol import (
     StreamError,
     TaskComplete,
     TokenCount,
+    TokenUsage,
+    TokenUsageInfo,
     TurnComplete,
     TurnDiff,
+    WarningEvent,
 )
 from ._approvals import TaskAborted
 from ._config import SessionConfig
 from ._history import History, Item
+from ._instructions import ContextTracker
+from ._models import BUILTIN_CATALOG, ModelCatalog
 from ._requests import (
     TOOLS,
     aborted_output,
@@ -57,6 +62,38 @@ if TYPE_CHECKING:
     from ..model import ModelClient  # httpx: loaded on first use, not with the engine
 
 Emit = Callable[[EventMsg], Awaitable[None]]
+
+
+class TokenTotals:
+    """A Session's token usage so far: what ``token_count.info`` reports."""
+
+    def __init__(self, total: TokenUsage | None = None) -> None:
+        self.total = total or TokenUsage()
+
+    def add(self, last: TokenUsage, window: int | None) -> TokenUsageInfo:
+        """Count one response's usage; the info to report after it."""
+        names = [field.name for field in attrs.fields(TokenUsage)]
+        self.total = TokenUsage(
+            **{name: getattr(self.total, name) + getattr(last, name) for name in names}
+        )
+        return TokenUsageInfo(self.total, last, window)
+
+
+@attrs.define
+class TurnSettings:
+    """Where a Task reads its per-turn settings before each request.
+
+    ``config`` gives the Session's settings now (``override_turn_context``
+    changes them while a Task runs); ``tools_for`` makes the tool router for a
+    configuration; ``context`` tracks what the model was told of its
+    environment; ``totals`` counts the Session's tokens.
+    """
+
+    config: Callable[[], SessionConfig]
+    tools_for: Callable[[SessionConfig], ToolRouter]
+    context: ContextTracker | None = None
+    catalog: ModelCatalog = BUILTIN_CATALOG
+    totals: TokenTotals = attrs.field(factory=TokenTotals)
 
 
 @attrs.frozen
@@ -87,9 +124,13 @@ class Task:
         take_injected: Callable[[], list[Item]],
         stop_requested: Callable[[], StopKind | None] = lambda: None,
         take_context: Callable[[], list[Item]] = list,
+        settings: TurnSettings | None = None,
     ) -> None:
         """``take_context`` gives items for the next request that, unlike injected
-        input, never make the Task send another request (user shell records)."""
+        input, never make the Task send another request (user shell records).
+        ``settings``, when given, is read before each request, so a change of the
+        per-turn settings applies from the next request on; without it the Task
+        runs under ``config`` and ``tools`` throughout."""
         self._session_id = session_id
         self._config = config
         self._history = history
@@ -99,6 +140,7 @@ class Task:
         self._take_injected = take_injected
         self._stop_requested = stop_requested
         self._take_context = take_context
+        self._settings = settings or TurnSettings(lambda: config, lambda _: tools)
 
     async def run(self, first_input: list[Item]) -> TaskComplete:
         """Turns until one calls no tool and no input was injected, or until a
@@ -115,15 +157,43 @@ class Task:
             if not (turn.called_tools or new_items):
                 return TaskComplete(last_message, turn.response_id)
 
+    async def _settle(self) -> list[Item]:
+        """Take up the per-turn settings as they are now; the contextual items
+        (initial context, or an update) the next request must carry."""
+        config = self._settings.config()
+        if config != self._config:
+            self._config = config
+            self._tools = self._settings.tools_for(config)
+        context = self._settings.context
+        if context is None:
+            return []
+        if context.initial_due:
+            items, warnings = await asyncio.to_thread(context.pending, config)
+        else:
+            items, warnings = context.pending(config)
+        for warning in warnings:
+            await self._emit(WarningEvent(warning))
+        return items
+
     async def _turn(self, new_items: list[Item]) -> TurnResult:
+        contextual = await self._settle()
+        # The contextual items go first, as in Codex: before the user's words.
+        new_items = [*contextual, *new_items]
         body = build_request(
-            self._config, self._history, new_items, TOOLS, session_id=self._session_id
+            self._config,
+            self._history,
+            new_items,
+            TOOLS,
+            session_id=self._session_id,
+            catalog=self._settings.catalog,
         )
         started = datetime.now(UTC)
         clock = time.monotonic()
         response_id, output = await self._stream(body)
         latency_ms = round((time.monotonic() - clock) * 1000)
         self._history.record([*new_items, *output], response_id)
+        if self._settings.context is not None:
+            self._settings.context.sent(self._config)
         # Every call is answered, the ones no tool runs with an error: an
         # unanswered call makes the next request malformed.
         calls = [item for item in output if is_call(item)]
@@ -150,11 +220,16 @@ class Task:
             elif isinstance(event, Completed):
                 response_id = event.response_id
                 if event.usage is not None:
-                    await self._emit(TokenCount(**attrs.asdict(event.usage)))
+                    await self._count(TokenUsage(**attrs.asdict(event.usage)))
             elif isinstance(event, RetryScheduled):
                 output.clear()  # the retried response starts over
                 await self._emit(StreamError(event.reason, event.attempt, event.max_attempts))
         return response_id, output
+
+    async def _count(self, last: TokenUsage) -> None:
+        window = self._settings.catalog.details(self._config.model).context_window
+        info = self._settings.totals.add(last, window)
+        await self._emit(TokenCount(**attrs.asdict(last), info=info))
 
     async def _announce(self, item: Item) -> None:
         kind = item.get("type")

@@ -54,7 +54,13 @@ class SessionConfigured(Tagged):
 @EVENT_MSGS.register("task_started")
 @attrs.frozen(repr=False, eq=False)
 class TaskStarted(Tagged):
-    """A Task began; its id is the id of the submission that started it."""
+    """A Task began; its id is the id of the submission that started it.
+
+    ``model_context_window`` is the context window, in tokens, of the model the
+    Task starts with (from the model catalogue, config overrides included).
+    """
+
+    model_context_window: int | None = None
 
 
 @EVENT_MSGS.register("agent_message")
@@ -230,16 +236,44 @@ class TaskComplete(Tagged):
     stopped_by: StopKind | None = None
 
 
-@EVENT_MSGS.register("token_count")
 @attrs.frozen(repr=False, eq=False)
-class TokenCount(Tagged):
-    """Token usage of the response that just completed."""
+class TokenUsage(Value):
+    """Token counts, as Codex's ``TokenUsage``."""
 
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_output_tokens: int = 0
     total_tokens: int = 0
+
+
+@attrs.frozen(repr=False, eq=False)
+class TokenUsageInfo(Value):
+    """Codex's ``TokenUsageInfo``: the session's running total, the last response's
+    usage (its ``total_tokens`` is how full the context window is now), and the
+    context window of the model that answered."""
+
+    total_token_usage: TokenUsage
+    last_token_usage: TokenUsage
+    model_context_window: int | None = None
+
+
+@EVENT_MSGS.register("token_count")
+@attrs.frozen(repr=False, eq=False)
+class TokenCount(Tagged):
+    """Token usage of the response that just completed.
+
+    The flat fields are that response's usage (older consumers read them);
+    ``info`` is Codex's shape: the session's totals, the last usage and the
+    model's context window. Null from older producers.
+    """
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+    total_tokens: int = 0
+    info: TokenUsageInfo | None = None
 
 
 @EVENT_MSGS.register("warning")

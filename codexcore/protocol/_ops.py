@@ -15,6 +15,7 @@ from ._types import (
     HistoryMode,
     InputItem,
     ReasoningEffort,
+    ReasoningSummary,
     ReviewDecision,
     SandboxPolicy,
 )
@@ -41,6 +42,7 @@ class ConfigureSession(Tagged):
     reasoning_effort: ReasoningEffort | None = None
     base_url: str | None = None
     model_supports_reasoning_summaries: bool | None = None
+    reasoning_summary: ReasoningSummary | None = None
 
 
 @OPS.register("user_input")
@@ -54,6 +56,52 @@ class UserInput(Tagged):
 
     items: tuple[InputItem, ...]
     last_response_id: str | None = None
+
+
+@OPS.register("user_turn")
+@attrs.frozen(repr=False, eq=False)
+class UserTurn(Tagged):
+    """Start a Task, as ``user_input``, under per-turn settings (Codex's ``UserTurn``).
+
+    The settings are those of ``override_turn_context`` (each optional; one left
+    out keeps its value), applied first and kept for later Tasks. A bad one is
+    answered by ``error`` naming the field, and then nothing changes and no
+    Task starts.
+    """
+
+    items: tuple[InputItem, ...]
+    cwd: str | None = None
+    approval_policy: ApprovalPolicy | None = None
+    sandbox_policy: SandboxPolicy | None = None
+    model: str | None = None
+    effort: ReasoningEffort | None = None
+    summary: ReasoningSummary | None = None
+
+
+@OPS.register("override_turn_context")
+@attrs.frozen(repr=False, eq=False)
+class OverrideTurnContext(Tagged):
+    """Change the per-turn settings from the next model request on (Codex's
+    ``OverrideTurnContext``); starts no Turn and aborts nothing.
+
+    Every field is optional: one left out keeps its value. A running Task picks
+    the new settings up at its next request; otherwise the next Task starts
+    with them. A relative ``cwd`` is taken from the current one and must be a
+    directory; ``model`` must not be blank (a model the catalogue does not know
+    works with conservative limits and one ``warning``). A bad value is answered
+    by ``error`` (code ``bad_turn_context``) whose message names the field, and
+    nothing changes. A change of ``cwd`` or a policy reaches the model as a short
+    ``<environment_context>`` update with its next request. Success sends no
+    event (as in Codex); with no Session yet, one is created with these
+    settings and announced by ``session_configured``.
+    """
+
+    cwd: str | None = None
+    approval_policy: ApprovalPolicy | None = None
+    sandbox_policy: SandboxPolicy | None = None
+    model: str | None = None
+    effort: ReasoningEffort | None = None
+    summary: ReasoningSummary | None = None
 
 
 @OPS.register("inject_input")
@@ -225,6 +273,8 @@ Op = Annotated[
     | ForkSession
     | GetHistory
     | RunUserShellCommand
-    | Shutdown,
+    | Shutdown
+    | UserTurn
+    | OverrideTurnContext,
     OPS,
 ]

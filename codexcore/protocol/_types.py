@@ -25,6 +25,9 @@ HistoryMode = Literal["server", "client"]
 the whole history is resent with every request."""
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+ReasoningSummary = Literal["auto", "concise", "detailed", "none"]
+"""How much of its reasoning a reasoning model summarises (Codex's ``ReasoningSummary``):
+``none`` asks for no summary."""
 ReviewDecision = Literal["approved", "approved_for_session", "denied", "abort"]
 AbortReason = Literal["interrupted", "replaced", "reconfigured", "shutdown"]
 StopKind = Literal["stop", "checkpoint"]
