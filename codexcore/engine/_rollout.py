@@ -3,7 +3,7 @@
 Layout: ``HOME/sessions/YYYY/MM/DD/rollout-<timestamp>-<session_id>.jsonl``,
 one record a line:
 
-- ``{"type": "session_meta", "session_id", "created_at", "cwd", "forked_from"}``
+- ``{"type": "session_meta", "session_id", "created_at", "cwd", "forked_from", "agent_id"}``
 - ``{"type": "config", "config": {...}}``: at the start and on each reconfigure
 - ``{"type": "turn", "items", "response_id"}``, ``{"type": "tool_outputs", …}``,
   ``{"type": "fork", "response_id"}``: every change to the History, so that
@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import glob
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -275,7 +276,11 @@ def config_record(config: SessionConfig) -> dict[str, Any]:
 
 
 def meta_record(
-    session_id: str, now: datetime.datetime, cwd: str, forked_from: str | None
+    session_id: str,
+    now: datetime.datetime,
+    cwd: str,
+    forked_from: str | None,
+    agent_id: str | None = None,
 ) -> dict[str, Any]:
     return {
         "type": "session_meta",
@@ -284,7 +289,22 @@ def meta_record(
         "created_at": now.isoformat(),
         "cwd": cwd,
         "forked_from": forked_from,
+        "agent_id": agent_id,
     }
+
+
+def derived_agent_id(session_id: str) -> str:
+    """The agent id of a session recorded before agent ids were: derived from its id,
+    so it is the same on every resume."""
+    return "codexcore:" + hashlib.sha256(session_id.encode()).hexdigest()[:12]
+
+
+def agent_id_of(meta: dict[str, Any]) -> str:
+    """The agent id a ``session_meta`` record names (or the one derived for an old one)."""
+    recorded = meta.get("agent_id")
+    return recorded if isinstance(recorded, str) and recorded else derived_agent_id(
+        str(meta["session_id"])
+    )
 
 
 def journal(writer: RolloutWriter) -> Journal:
@@ -392,6 +412,7 @@ class LoadedSession:
     config: SessionConfig
     history: History
     path: Path
+    agent_id: str | None = None
 
 
 def load_session(home: Path, session_id: str) -> LoadedSession:
@@ -421,7 +442,7 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
     if config is None:
         raise BadRollout(path, _missing("config", path, number))
     _close_unanswered(history)
-    return LoadedSession(session_id, config, history, path)
+    return LoadedSession(session_id, config, history, path, agent_id_of(meta))
 
 
 def _missing(kind: str, path: Path, records: int) -> str:
@@ -560,6 +581,7 @@ def _summarize(path: Path) -> SessionSummary:
         message_count=count,
         path=str(path),
         forked_from=forked_from if isinstance(forked_from, str) else None,
+        agent_id=agent_id_of(meta),
     )
 
 

@@ -51,6 +51,11 @@ class RunningTask:
     stop: StopRequest = attrs.field(factory=StopRequest)
 
 
+def new_agent_id() -> str:
+    """A fresh agent id: ``codexcore:`` and 12 hex digits (seed 003's ``agent_id``)."""
+    return f"codexcore:{uuid.uuid4().hex[:12]}"
+
+
 class Session:
     """Codex's current configuration and conversation.
 
@@ -67,8 +72,10 @@ class Session:
         session_id: str | None = None,
         history: History | None = None,
         rollout: RolloutWriter | None = None,
+        agent_id: str | None = None,
     ) -> None:
         self.id = session_id or str(uuid.uuid4())
+        self.agent_id = agent_id or new_agent_id()
         self.config = config
         self.history = history or History()
         self.rollout = rollout
