@@ -10,7 +10,13 @@ from ._models import (
     context_window,
     model_details,
 )
-from ._rollout import BadRollout, default_home, list_sessions, prune_sessions
+from ._rollout import (
+    BadRollout,
+    default_home,
+    list_sessions,
+    prune_sessions,
+    recorded_agent_id,
+)
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -30,4 +36,5 @@ __all__ = [
     "model_details",
     "parse_submission",
     "prune_sessions",
+    "recorded_agent_id",
 ]

@@ -302,8 +302,10 @@ def derived_agent_id(session_id: str) -> str:
 def agent_id_of(meta: dict[str, Any]) -> str:
     """The agent id a ``session_meta`` record names (or the one derived for an old one)."""
     recorded = meta.get("agent_id")
-    return recorded if isinstance(recorded, str) and recorded else derived_agent_id(
-        str(meta["session_id"])
+    return (
+        recorded
+        if isinstance(recorded, str) and recorded
+        else derived_agent_id(str(meta["session_id"]))
     )
 
 
@@ -404,6 +406,20 @@ def find_rollout(home: Path, session_id: str) -> Path:
     if not matches:
         raise UnknownSession(session_id)
     return matches[-1]
+
+
+def recorded_agent_id(home: Path, session_id: str) -> str | None:
+    """The agent id of the session recorded as ``session_id`` under ``home``; None when
+    no such session is recorded or its file cannot be read."""
+    try:
+        path = find_rollout(home, session_id)
+        for record in read_records(path):
+            if record["type"] == "session_meta":
+                return agent_id_of(record)
+            break
+    except (UnknownSession, BadRollout, OSError):
+        return None
+    return None
 
 
 @attrs.frozen
