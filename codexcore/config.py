@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ._config_control import ControlConfigError, ControlSettings, read_control
 from .protocol import ApprovalPolicy, HistoryMode, ReasoningEffort, SandboxMode
 from .protocol._value import Value
 
@@ -141,7 +142,8 @@ class Settings(Value):
     that was applied, if any. ``home`` is ``CODEXCORE_HOME`` (None: the
     engine's default). ``api_key`` is the value of the variable named by
     ``provider.api_key_env`` (None when unset or empty); it is left out of the
-    repr.
+    repr. ``control`` is the ``[control]`` table (seed 003's control messages;
+    top level only, not per profile).
     """
 
     model: str = DEFAULT_MODEL
@@ -158,6 +160,7 @@ class Settings(Value):
     profile: str | None = None
     home: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
+    control: ControlSettings = attrs.field(factory=ControlSettings)
 
     def engine_config(self, cwd: str | None = None, **changes: Any) -> EngineConfig:
         """The :class:`~codexcore.EngineConfig` these settings describe.
@@ -505,6 +508,7 @@ class _File(Value):
     settings: dict[str, Any]
     profiles: dict[str, dict[str, Any]]
     profile: str | None
+    control: ControlSettings | None = None
 
 
 class _Reader:
@@ -528,8 +532,14 @@ class _Reader:
                 default_profile = value
             elif key == "profiles":
                 profiles = self._profiles(value)
-        settings = self._table(document, prefix="", skip=("profile", "profiles"))
-        return _File(settings, profiles, default_profile)
+        control = None
+        if "control" in document:
+            try:
+                control = read_control(document["control"], self.where, self.ctx.user_home)
+            except ControlConfigError as exc:
+                raise ConfigError(str(exc)) from None
+        settings = self._table(document, prefix="", skip=("profile", "profiles", "control"))
+        return _File(settings, profiles, default_profile, control)
 
     def _profiles(self, value: Any) -> dict[str, dict[str, Any]]:
         if not isinstance(value, Mapping):
@@ -804,6 +814,8 @@ def load_settings(
     api_key = environ.get(key_env) or None
     sources["api_key"] = Source("env", key_env) if api_key else _DEFAULT
     settings = _build(values, profile=name, home=home_dir, api_key=api_key)
+    if file is not None and file.control is not None:
+        settings = attrs.evolve(settings, control=file.control)
     return LoadedSettings(settings, path, file is not None, where, tuple(warnings), sources)
 
 
