@@ -70,7 +70,7 @@ async def test_busy_is_retried_but_rejected_is_final() -> None:
 async def test_no_ack_at_all_raises_after_the_retries() -> None:
     receiver = Receiver(None, None, None)
     options = SenderOptions(team=TEAM, sender=SENDER, ack_timeout=0.05, retries=2, backoff=0)
-    with pytest.raises(NoAck, match="no ack within 0.05 s"):
+    with pytest.raises(NoAck, match=r"no ack within 0\.05 s"):
         await send_control(receiver, interrupt_envelope(options, "s", "a"), options)
     assert len(receiver.sent) == 3
 
@@ -152,7 +152,7 @@ def test_wrong_control_values_are_errors_naming_the_key(
     tmp_path: Path, table: str, message: str
 ) -> None:
     (tmp_path / "config.toml").write_text(table + "\n")
-    with pytest.raises(ConfigError, match="config.toml") as caught:
+    with pytest.raises(ConfigError, match=r"config\.toml") as caught:
         load_settings(home=str(tmp_path), environ={})
     assert message in str(caught.value)
     assert "s3cret" not in str(caught.value)
