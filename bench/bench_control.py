@@ -225,11 +225,11 @@ async def run_all(
         await control.call("initialize", _init(token))
         bare = await connect(*echo_where)
 
-        async def send_control() -> None:
+        async def send_control(control: Rpc = control) -> None:
             answer = await control.call("control.stdin", stdin_request(session_id, agent_id))
             assert answer["result"]["result"] == "ok", answer
 
-        async def send_bare() -> None:
+        async def send_bare(bare: Rpc = bare) -> None:
             await bare.call("echo", stdin_request(session_id, agent_id))
 
         for load, window in (("1 in flight", 1), (f"{WINDOW} in flight", WINDOW)):
@@ -257,7 +257,7 @@ async def start_task(unix: str, model: ScriptedModel) -> tuple[str, str, asyncio
     text = [{"type": "text", "text": "start"}]
     writer.write(orjson.dumps({"id": "t1", "op": {"type": "user_input", "items": text}}) + b"\n")
     async with asyncio.timeout(30):
-        while not model.requests:
+        while not model.requests:  # noqa: ASYNC110 (filled by the scripted server's thread)
             await asyncio.sleep(0.01)
     asyncio.create_task(_drain(reader))  # noqa: RUF006 (it ends with the connection)
     return welcome["session_id"], welcome["agent_id"], writer
