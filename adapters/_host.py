@@ -626,8 +626,9 @@ class HostedSession:
             self.running_task = event.id
         elif event.id == self.running_task and msg.TYPE in TERMINAL_EVENT_TYPES:
             self.running_task = None
-        for observer in tuple(self.observers):
-            observer(event)
+        if self.observers:
+            for observer in tuple(self.observers):
+                observer(event)
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             self.waiting[event.id] = event
         elif event.id in self.waiting:

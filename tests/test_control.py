@@ -689,3 +689,26 @@ async def test_welcome_names_the_agent_and_the_control_capability(tmp_path: Path
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("SO_PEERCRED and /proc are Linux's")
+
+
+def test_the_dedupe_store_forgets_keys_after_the_ttl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codexcore.adapters import _control_store
+    from codexcore.adapters._control_store import PENDING, DedupeStore
+
+    now = [1000.0]
+    monkeypatch.setattr(_control_store, "time", type("Clock", (), {"time": lambda: now[0]}))
+    store = DedupeStore(str(tmp_path / "store" / "dedupe.sqlite3"), ttl=600.0)
+    key = (TEAM, "s1", "codexcore:a", "req-1")
+    assert store.claim(key) is None  # new: ours
+    assert store.claim(key) == (PENDING, None)  # claimed, not answered yet
+    store.finish(key, "ok", "accepted: injected")
+    now[0] += 599.0
+    assert store.claim(key) == ("ok", "accepted: injected")
+    now[0] += 2.0  # past the TTL: the key counts as absent and is claimed afresh
+    assert store.claim(key) is None
+    store.release(key)
+    assert store.claim(key) is None
+    store.close()
+    assert oct((tmp_path / "store" / "dedupe.sqlite3").stat().st_mode & 0o777) == "0o600"

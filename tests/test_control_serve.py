@@ -19,13 +19,22 @@ import pytest
 
 from codexcore import Codex
 from codexcore.adapters._control_client import SenderOptions
-from codexcore.adapters.client import ControlError, RemoteCodex
+from codexcore.adapters.client import ControlError, RemoteCodex, RemoteCodexThread
 from codexcore.protocol import ResumeSession, SessionConfigured, TaskComplete
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
 
 from .control_helpers import SENDER, SENDER_TOKEN, TEAM, stdin_request
 from .engine_helpers import Recorder, engine_config
-from .server_helpers import PY, TOKEN, ServerProcess, private_dir, server_env, sub
+from .server_helpers import (
+    PY,
+    TOKEN,
+    ServerProcess,
+    StdioServer,
+    hello,
+    private_dir,
+    server_env,
+    sub,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -256,6 +265,56 @@ async def test_the_client_library_sends_and_gates_on_the_capability(tmp_path: Pa
             async with RemoteCodex.connect_unix(server.unix, token=TOKEN) as codex:
                 with pytest.raises(ControlError, match="does not take control stdin"):
                     await codex.control_stdin("refused here", options)
+
+
+async def test_a_native_control_line_on_stdio_is_bound_to_the_parents_uid(
+    tmp_path: Path,
+) -> None:
+    """On ``serve --stdio`` the peer is the process that spawned the server: our uid."""
+    home = Path(os.environ["CODEXCORE_HOME"])
+    write_config(home)
+    model = ScriptedModel([text_response("over stdio")])
+    async with ScriptedResponsesServer(model) as api:
+        server = await StdioServer.start(api.base_url, tmp_path)
+        try:
+            await server.send(hello(None))
+            welcome = await server.until("welcome")
+            request = stdin_request(welcome["session_id"], welcome["agent_id"], "via stdio")
+            first = await control_ack(server, request)
+            await server.until("task_complete")
+            stranger = {**request, "request_id": "req-2", "sender": "mallory"}
+            refused = await control_ack(server, stranger)
+            await server.close_stdin()
+            assert await server.wait_exit() == 0
+        finally:
+            await server.kill()
+    assert (first["result"], first["detail"]) == ("ok", "accepted: started a task"), first
+    assert refused["result"] == "rejected"
+    assert model.requests[0]["input"][-1]["content"][0]["text"] == "via stdio"
+
+
+async def test_the_thread_face_sends_control_messages(tmp_path: Path) -> None:
+    home = Path(os.environ["CODEXCORE_HOME"])
+    write_config(home)
+    model = ScriptedModel([text_response("threads")])
+    options = SenderOptions(team=TEAM, sender=SENDER)
+    with private_dir() as sockets:
+        async with serving(model, tmp_path, sockets) as (_api, server):
+            assert server.unix is not None
+            path = server.unix
+
+            def blocking() -> tuple[dict[str, Any], dict[str, Any]]:
+                with RemoteCodexThread.connect_unix(path, token=TOKEN) as codex:
+                    answer = codex.control_stdin("from a thread", options, timeout=WAIT)
+                    for event in codex:
+                        if isinstance(event.msg, TaskComplete):
+                            break
+                    return answer, codex.control_interrupt(options, timeout=WAIT)
+
+            answer, interrupted = await asyncio.to_thread(blocking)
+    assert answer["result"] == "ok", answer
+    assert interrupted["detail"] == "idle"
+    assert model.requests[0]["input"][-1]["content"][0]["text"] == "from a thread"
 
 
 async def test_the_agent_id_is_recorded_and_survives_a_resume(tmp_path: Path) -> None:
