@@ -169,7 +169,7 @@ class ControlReceiver:
         except Invalid as exc:
             fields = partial_envelope(message)
             answer = ack(fields, "rejected", exc.detail)
-            sender = message.get("sender") if isinstance(message, dict) else None
+            sender = partial_sender(message)
             self.audit.record("rejected", {**fields, "sender": sender, "detail": exc.detail})
             self.audit.record("ack", self._audit_fields(answer, sender))
             return answer
@@ -242,9 +242,9 @@ class ControlReceiver:
         try:
             hosted = self._target(request)
             if isinstance(request, StdinRequest):
-                result, detail = await self._stdin(hosted, request)
+                result, detail = await self._stdin(hosted, request, key)
             else:
-                result, detail = await self._interrupt(hosted)
+                result, detail = await self._interrupt(hosted, key)
         except Outcome as exc:
             self.store.release(key)
             if exc.result == "rejected":
@@ -365,7 +365,9 @@ class ControlReceiver:
         if watch is not None:
             watch.close()
 
-    async def _stdin(self, hosted: HostedSession, request: StdinRequest) -> tuple[Result, str]:
+    async def _stdin(
+        self, hosted: HostedSession, request: StdinRequest, key: Key
+    ) -> tuple[Result, str]:
         text = await self._content(request)
         watch = self._claim_room(hosted)
         running = hosted.running_task is not None or hosted.codex.state in _RUNNING
@@ -378,9 +380,9 @@ class ControlReceiver:
             detail = "accepted: injected" if running else "accepted: started a task"
         confirmed = watch.ack_of(subs[-1].id)
         await self._enqueue(hosted, subs, confirmed)
-        return await self._confirm(confirmed, detail)
+        return await self._confirm(confirmed, detail, key)
 
-    async def _interrupt(self, hosted: HostedSession) -> tuple[Result, str]:
+    async def _interrupt(self, hosted: HostedSession, key: Key) -> tuple[Result, str]:
         watch = self._claim_room(hosted)
         task_id = hosted.running_task
         running = task_id is not None or hosted.codex.state in _RUNNING
@@ -388,7 +390,7 @@ class ControlReceiver:
         acked = watch.ack_of(sub.id)
         ended = watch.end_of(task_id) if running else acked
         await self._enqueue(hosted, [sub], acked)
-        return await self._confirm(ended, "interrupted" if running else "idle")
+        return await self._confirm(ended, "interrupted" if running else "idle", key)
 
     def _claim_room(self, hosted: HostedSession) -> Watch:
         watch = self._watch(hosted)
@@ -414,15 +416,33 @@ class ControlReceiver:
             confirmed.cancel()
             raise Outcome("not_live", "the session is shutting down") from None
 
-    async def _confirm(self, done: asyncio.Future[None], detail: str) -> tuple[Result, str]:
+    async def _confirm(
+        self, done: asyncio.Future[None], detail: str, key: Key
+    ) -> tuple[Result, str]:
         try:
             async with asyncio.timeout(self.config.ack_timeout):
                 await asyncio.wait({done})  # the future is left alone: a late ack still counts
         except TimeoutError:
+            done.add_done_callback(lambda _: self._confirmed_late(done, key, detail))
             return "timeout", f"not confirmed within {self.config.ack_timeout:g} s"
         if done.cancelled():
             return "not_live", "the session ended before confirming"
         return "ok", detail
+
+    def _confirmed_late(self, done: asyncio.Future[None], key: Key, detail: str) -> None:
+        """A timed-out request's confirmation came after all: a retry's duplicate ack
+        says what happened, not that it was late."""
+        if done.cancelled() or self._store is None:
+            return
+        self.store.finish(key, "ok", detail)
+        team, session_id, agent_id, request_id = key
+        fields = {"request_id": request_id, "team": team, "session_id": session_id}
+        self.audit.record("confirmed late", {**fields, "agent_id": agent_id, "result": "ok"})
+
+
+def partial_sender(message: Any) -> str | None:
+    sender = message.get("sender") if isinstance(message, dict) else None
+    return sender if isinstance(sender, str) and len(sender) <= 256 else None
 
 
 def _submission(op: Any) -> Submission:

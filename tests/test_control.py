@@ -362,10 +362,12 @@ async def test_busy_and_timeout_while_the_engine_does_not_confirm(tmp_path: Path
     ):
         staller = await host.attach(token=None, session_id=session_id, control=False, lossless=True)
         await host.control.handle(interrupt_request(session_id, agent_id), ME)  # fills it
-        timed_out = await host.control.handle(stdin_request(session_id, agent_id, "one"), ME)
+        one = stdin_request(session_id, agent_id, "one")
+        timed_out = await host.control.handle(one, ME)
         busy = await host.control.handle(stdin_request(session_id, agent_id, "two"), ME)
         staller.detach()  # the pump goes on: the first input is confirmed
         await events.until("task_started")
+        retried = await host.control.handle({**one, "sent_at": sent_at()}, ME)
         later = await host.control.handle(stdin_request(session_id, agent_id, "three"), ME)
         await events.until("task_complete", 2)
     assert timed_out["result"] == "timeout", timed_out
@@ -373,6 +375,11 @@ async def test_busy_and_timeout_while_the_engine_does_not_confirm(tmp_path: Path
     assert busy["result"] == "busy", busy
     assert "pending" in busy["detail"]
     assert later["result"] == "ok", later
+    # The timed-out input ran once; its retry is a duplicate that says how it went.
+    assert (retried["result"], retried["duplicate"]) == ("ok", True), retried
+    assert retried["detail"] == "accepted: started a task"
+    assert sent_text(model.requests[0])[-1] == "one"
+    assert len(model.requests) == 2
 
 
 async def test_internal_error_when_the_receiver_fails(
