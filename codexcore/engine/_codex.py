@@ -553,9 +553,7 @@ class Codex:
             else:
                 now = datetime.datetime.now(datetime.UTC)
                 rollout = RolloutWriter.create(self._home(), session_id, now)
-                rollout.record(
-                    meta_record(session_id, now, config.cwd, forked_from, agent_id)
-                )
+                rollout.record(meta_record(session_id, now, config.cwd, forked_from, agent_id))
             rollout.record(config_record(config))
             if history is not None and append_to is None:
                 for change in history.branch():
