@@ -240,7 +240,7 @@ class ControlReceiver:
     async def _carry_out(self, request: Request, key: Key) -> dict[str, Any]:
         fields = identity(request.envelope)
         try:
-            hosted = self._target(request)
+            hosted = await self._target(request)
             if isinstance(request, StdinRequest):
                 result, detail = await self._stdin(hosted, request, key)
             else:
@@ -299,11 +299,12 @@ class ControlReceiver:
             )
         return None
 
-    def _target(self, request: Request) -> HostedSession:
+    async def _target(self, request: Request) -> HostedSession:
         envelope = request.envelope
         hosted = self.host.session(envelope.session_id)
         if hosted is None or hosted.ended or self.host.closing:
-            recorded = self._recorded(envelope.session_id)
+            # Off the loop: finding a recording globs the home's sessions.
+            recorded = await asyncio.to_thread(self._recorded, envelope.session_id)
             if hosted is not None or recorded is not None:
                 agent = recorded or envelope.agent_id
                 if agent == envelope.agent_id:
