@@ -120,8 +120,8 @@ def stdin_request(session_id: str, agent_id: str) -> dict[str, Any]:
 
 async def measure(
     send: Callable[[], Awaitable[None]], count: int, window: int
-) -> tuple[float, float]:
-    """(acks per second, p50 latency in ms) for ``count`` sends, ``window`` in flight."""
+) -> tuple[float, float, float]:
+    """(acks per second, p50 and p99 latency in ms) for ``count`` sends, ``window`` in flight."""
     latencies: list[float] = []
 
     async def one() -> None:
@@ -137,7 +137,9 @@ async def measure(
         pending.add(asyncio.create_task(one()))
     await asyncio.gather(*pending)
     elapsed = time.perf_counter() - started
-    return count / elapsed, statistics.median(latencies) * 1000
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return count / elapsed, statistics.median(latencies) * 1000, p99 * 1000
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -205,10 +207,13 @@ async def main(quick: bool) -> int:
                     process.kill()
                     await process.wait()
     print(f"control acks ({count} requests per row; {os.cpu_count()} cores)")
-    print("| transport | load | control acks/s | control p50 ms | bare acks/s | bare p50 ms |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(
+        "| transport | load | control acks/s | p50 ms | p99 ms | bare round trips/s "
+        "| bare p50 ms | bare p99 ms |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print("| {} | {} | {:,.0f} | {:.3f} | {:,.0f} | {:.3f} |".format(*row))
+        print("| {} | {} | {:,.0f} | {:.3f} | {:.2f} | {:,.0f} | {:.3f} | {:.2f} |".format(*row))
     return 0
 
 
@@ -234,9 +239,9 @@ async def run_all(
 
         for load, window in (("1 in flight", 1), (f"{WINDOW} in flight", WINDOW)):
             await measure(send_control, count // 10, window)  # warm up
-            control_rate, control_p50 = await measure(send_control, count, window)
-            bare_rate, bare_p50 = await measure(send_bare, count, window)
-            rows.append((name, load, control_rate, control_p50, bare_rate, bare_p50))
+            measured = await measure(send_control, count, window)
+            bare_measured = await measure(send_bare, count, window)
+            rows.append((name, load, *measured, *bare_measured))
         control.close()
         bare.close()
     owner.close()
