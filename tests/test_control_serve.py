@@ -174,6 +174,28 @@ async def test_jsonrpc_over_tcp_with_the_senders_token(tmp_path: Path) -> None:
     assert model.requests[0]["input"][-1]["content"][0]["text"] == "over tcp"
 
 
+async def test_native_over_tcp_the_hellos_token_names_the_sender(tmp_path: Path) -> None:
+    home = Path(os.environ["CODEXCORE_HOME"])
+    write_config(home)
+    model = ScriptedModel([text_response("native tcp")])
+    with private_dir() as sockets:
+        async with serving(model, tmp_path, sockets, tcp=True) as (_api, server):
+            owner = await server.client(unix=True)
+            welcome = await owner.greet()
+            target = (welcome["session_id"], welcome["agent_id"])
+            operator = await server.client()
+            assert (await operator.greet(token=SENDER_TOKEN))["type"] == "welcome"
+            accepted = await control_ack(operator, stdin_request(*target, "by token"))
+            await owner.until("task_complete")
+            host_token = await server.client()
+            assert (await host_token.greet(token=TOKEN))["type"] == "welcome"
+            refused = await control_ack(host_token, stdin_request(*target, "no sender"))
+    assert accepted["result"] == "ok", accepted
+    assert refused["result"] == "rejected", refused
+    assert "unknown on this connection" in refused["detail"]
+    assert len(model.requests) == 1
+
+
 def control_cli(
     *args: str, stdin: str | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
