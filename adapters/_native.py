@@ -38,7 +38,7 @@ from codexcore.protocol import (
     encode_connection_msg,
 )
 
-from ._control_wire import Credential
+from ._control_wire import Credential, ack, partial_envelope
 from ._framing import Item, LineReader, LineTooLong, decode_line, is_blank
 from ._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
 
@@ -326,6 +326,10 @@ async def _read(
             await attachment.submit(Submission(f"eof-{secrets.token_hex(4)}", Shutdown()))
 
 
+MAX_CONTROL_IN_FLIGHT = 64
+"""Control requests one native connection may have unanswered; more are answered busy."""
+
+
 class _Controls:
     """Seed 003's control requests on a native connection: each is answered by its ack
     envelope, a line of this connection's own (``docs/control.md``), while the
@@ -347,6 +351,11 @@ class _Controls:
         kind = value.get("type") if isinstance(value, dict) else None
         if not (isinstance(kind, str) and kind.startswith("control.")) or "op" in value:
             return False
+        if len(self.running) >= MAX_CONTROL_IN_FLIGHT:
+            detail = f"this connection has {len(self.running)} control requests in flight"
+            answer = ack(partial_envelope(value), "busy", detail)
+            self.attachment.reply(orjson.dumps(answer))
+            return True
         task = asyncio.create_task(self._answer(value))
         self.running.add(task)
         task.add_done_callback(self.running.discard)

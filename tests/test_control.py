@@ -719,3 +719,37 @@ def test_the_dedupe_store_forgets_keys_after_the_ttl(
     assert store.claim(key) is None
     store.close()
     assert oct((tmp_path / "store" / "dedupe.sqlite3").stat().st_mode & 0o777) == "0o600"
+
+
+async def test_a_native_connection_has_a_bound_on_control_requests_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from codexcore.adapters._native import MAX_CONTROL_IN_FLIGHT, _Controls
+
+    release = asyncio.Event()
+    async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):
+
+        async def slow(value: Any, credential: Credential) -> dict[str, Any]:
+            await release.wait()
+            return {"type": "control.stdin.ack", "request_id": value["request_id"]}
+
+        monkeypatch.setattr(host.control, "handle", slow)
+        attachment = await host.attach(token=None, session_id=session_id, control=False)
+        controls = _Controls(attachment, ME)
+        lines = [
+            orjson.dumps(stdin_request(session_id, agent_id, f"n{i}"))
+            for i in range(MAX_CONTROL_IN_FLIGHT + 1)
+        ]
+        assert all(controls.take(line) for line in lines)
+        await asyncio.sleep(0)  # the others start, and wait
+        first = attachment.poll() or []
+        release.set()
+        await asyncio.gather(*controls.running)
+        replies = [*first, *(attachment.poll() or [])]
+        attachment.detach()
+        over = orjson.loads(getattr(first[0], "data", b"{}"))  # answered at once
+    assert (over["result"], over["request_id"]) == ("busy", orjson.loads(lines[-1])["request_id"])
+    assert f"{MAX_CONTROL_IN_FLIGHT} control requests in flight" in over["detail"]
+    assert len(first) == 1  # only the one over the bound was answered before the release
+    assert len(replies) == MAX_CONTROL_IN_FLIGHT + 1
+    assert controls.take(b'{"id": "s1", "op": {"type": "interrupt"}}') is False  # a submission
