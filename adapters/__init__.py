@@ -6,8 +6,9 @@
   :class:`SessionHost`, the transport- and dialect-agnostic home of many sessions.
 
 The wire (framing, handshake, replay, control, backpressure) is described in
-``docs/adapters.md``. Names load on first use, so importing one adapter does
-not import the others.
+``docs/adapters.md``; seed 003's control messages to live sessions
+(:class:`ControlConfig`, ``HostConfig.control``) in ``docs/control.md``. Names load
+on first use, so importing one adapter does not import the others.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._control_wire import ControlConfig, ControlSender
     from ._host import (
         Attachment,
         HostConfig,
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Attachment": "codexcore.adapters._host",
+    "ControlConfig": "codexcore.adapters._control_wire",
+    "ControlSender": "codexcore.adapters._control_wire",
     "HostConfig": "codexcore.adapters._host",
     "HostRefusal": "codexcore.adapters._host",
     "NotAccepted": "codexcore.adapters._host",
@@ -38,6 +42,8 @@ _LAZY = {
 
 __all__ = [
     "Attachment",
+    "ControlConfig",
+    "ControlSender",
     "HostConfig",
     "HostRefusal",
     "NotAccepted",

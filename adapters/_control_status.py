@@ -143,6 +143,7 @@ class SessionStatus:
             "max_iterations": None,
             "current_story": None,
             "agent": "codexcore",
+            "agent_id": self._hosted.agent_id,
             "status": self.status,
             "interactive_mode": False,
             "started_at": self.started_at,

@@ -20,6 +20,7 @@ from typing import Literal
 import attrs
 import orjson
 
+from ._control_wire import Credential
 from ._framing import Item, LineTooLong
 from ._host import HostRefusal, SessionHost
 from ._jsonrpc import NOT_INITIALIZED, UNAUTHORIZED, RpcError, dumps, error_response
@@ -79,14 +80,17 @@ async def serve_socket(
     require_initialize: bool,
     peer_problem: str | None = None,
     on_attached: Callable[[], None] | None = None,
+    credential: Credential | None = None,
 ) -> None:
     """Serve one socket connection in the dialect its first line (or ``dialects``) chooses.
 
     ``require_initialize``: a JSON-RPC client must open with ``initialize``
     carrying the host's token (TCP). ``peer_problem`` refuses the client at
     once, e.g. a Unix peer of another user. ``on_attached`` is called once
-    the client is past its handshake.
+    the client is past its handshake. ``credential``: what the transport proved
+    of the peer (a Unix peer's uid), for control messages (``docs/control.md``).
     """
+    credential = credential or Credential("tcp")
     config = host.config
     protocol = dialects.protocol
     try:
@@ -114,7 +118,9 @@ async def serve_socket(
             conduit.abort()
             return
         if not _chooses_jsonrpc(protocol, first):
-            await serve_connection(host, conduit, lines, first, on_attached=on_attached)
+            await serve_connection(
+                host, conduit, lines, first, on_attached=on_attached, credential=credential
+            )
             return
         connection = RpcConnection(
             host,
@@ -124,6 +130,7 @@ async def serve_socket(
             require_initialize=require_initialize,
             stdio=False,
             stuck_timeout=config.stuck_timeout,
+            credential=credential,
         )
         connection.on_ready = on_attached
         await connection.run(first)
@@ -131,14 +138,20 @@ async def serve_socket(
         host.close_connection()
 
 
-async def serve_stdio_conduit(host: SessionHost, conduit: Conduit, dialects: Dialects) -> int:
+async def serve_stdio_conduit(
+    host: SessionHost,
+    conduit: Conduit,
+    dialects: Dialects,
+    credential: Credential | None = None,
+) -> int:
     """Serve ``codexcore serve --stdio`` in the dialect its first line chooses; the exit code.
 
     A signal (the host begins closing) before the first line ends at once,
     with 0: no session was asked for, so there is nothing to shut down.
     """
+    credential = credential or Credential("stdio")
     if dialects.protocol == "native":
-        return await serve_stdio_session(host, conduit)
+        return await serve_stdio_session(host, conduit, credential=credential)
     lines = Lines(conduit, host.config.max_line_bytes)
     reading = asyncio.create_task(lines.next_nonblank())
     closing = asyncio.create_task(host.wait_closing())
@@ -154,7 +167,7 @@ async def serve_stdio_conduit(host: SessionHost, conduit: Conduit, dialects: Dia
         return 0
     first = reading.result()
     if not _chooses_jsonrpc(dialects.protocol, first):
-        return await serve_stdio_session(host, conduit, lines, first)
+        return await serve_stdio_session(host, conduit, lines, first, credential=credential)
     connection = RpcConnection(
         host,
         conduit,
@@ -163,5 +176,6 @@ async def serve_stdio_conduit(host: SessionHost, conduit: Conduit, dialects: Dia
         require_initialize=False,
         stdio=True,
         stuck_timeout=None,
+        credential=credential,
     )
     return 0 if await connection.run(first) else 1

@@ -61,6 +61,7 @@ from codexcore._logging import get_logger
 from codexcore.engine import Codex, EngineClosed, EngineConfig, ModelClientPool, Rejected
 from codexcore.protocol import (
     PROTOCOL_VERSION,
+    TERMINAL_EVENT_TYPES,
     AgentMessageDelta,
     AgentReasoningDelta,
     ApplyPatchApprovalRequest,
@@ -75,15 +76,19 @@ from codexcore.protocol import (
     SessionConfigured,
     ShutdownComplete,
     Submission,
+    TaskStarted,
     Welcome,
     decode_event,
     encode_event,
 )
 
+from ._control_wire import ControlConfig
 from ._framing import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     import httpx
+
+    from ._control import ControlReceiver
 
 log = get_logger(__name__)
 
@@ -126,7 +131,9 @@ class HostConfig:
     connection's send queue. A connection whose transport does not drain for
     ``stuck_timeout`` seconds is dropped. A session with no connection and
     no new event for ``idle_timeout`` seconds is shut down. A client has
-    ``handshake_timeout`` seconds to send its ``hello``.
+    ``handshake_timeout`` seconds to send its ``hello``. ``control``: the rules
+    for seed 003's control messages (``docs/control.md``); a control sender's
+    token admits a connection as the host's token does, and names its sender.
     """
 
     engine: EngineConfig = attrs.field(factory=host_engine_config)
@@ -142,6 +149,7 @@ class HostConfig:
     handshake_timeout: float = 10.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     server: Peer = attrs.field(factory=lambda: Peer("codexcore", __version__))
+    control: ControlConfig = attrs.field(factory=ControlConfig)
 
 
 class HostRefusal(Exception):
@@ -360,6 +368,16 @@ class Attachment:
             self._direct = None  # the transport is busy now: its writer takes over
             self._wake.set()
 
+    def reply(self, data: bytes) -> None:
+        """Queue a line (JSON, no newline) for this connection alone, as a control ack;
+        never dropped."""
+        if self.closed:
+            return
+        out = Out(-1, data)
+        self._queue.append(out)
+        self._bytes += _cost(out)
+        self._wake.set()
+
     def notice(self, msg: ConnectionMsg) -> None:
         """Queue a message for this connection alone (never dropped)."""
         if self.closed:
@@ -552,9 +570,11 @@ class HostedSession:
         "idle_since",
         "last_event",
         "next_seq",
+        "observers",
         "pump",
         "ring",
         "ring_bytes",
+        "running_task",
         "waiting",
     )
 
@@ -572,6 +592,19 @@ class HostedSession:
         self.last_event = self.idle_since = time.monotonic()
         self.pump: asyncio.Task[None] | None = None  # reads the engine's events until the end
         self.waiting: dict[str, Event] = {}  # Task id -> the approval request it waits on
+        self.running_task: str | None = None  # the Task whose task_started was published last
+        self.observers: list[Callable[[Event], None]] = []  # see observe()
+
+    @property
+    def agent_id(self) -> str:
+        """The session's agent (seed 003's ``agent_id``), stable across resumes."""
+        return self.codex.agent_id
+
+    def observe(self, observer: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``observer(event)`` for each event as it is published (synchronously: it
+        must not block); returns the function that stops it."""
+        self.observers.append(observer)
+        return lambda: self.observers.remove(observer) if observer in self.observers else None
 
     def publish(self, event: Event) -> None:
         out = Out(event.seq, _encode(event), _KIND_OF.get(event.msg.TYPE, NORMAL))
@@ -589,6 +622,13 @@ class HostedSession:
         for attachment in tuple(self.attachments):  # a push may drop its attachment
             attachment.push(out)
         msg = event.msg
+        if isinstance(msg, TaskStarted):
+            self.running_task = event.id
+        elif event.id == self.running_task and msg.TYPE in TERMINAL_EVENT_TYPES:
+            self.running_task = None
+        if self.observers:
+            for observer in tuple(self.observers):
+                observer(event)
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             self.waiting[event.id] = event
         elif event.id in self.waiting:
@@ -684,6 +724,8 @@ class SessionHost:
         self._closing_event = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
         self._on_new_session: list[Callable[[str], None]] = []
+        self._control: ControlReceiver | None = None
+        self._sender_tokens = self.config.control.tokens()
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -721,6 +763,8 @@ class SessionHost:
         if self._sweeper is not None:
             await asyncio.gather(self._sweeper, return_exceptions=True)
         await asyncio.gather(*self._pumps, return_exceptions=True)
+        if self._control is not None:
+            self._control.close()
         await self._pool.aclose()
 
     # --- what transports and dialects use -------------------------------------------------
@@ -753,11 +797,25 @@ class SessionHost:
         self._connections -= 1
 
     def check_token(self, token: str | None) -> bool:
-        """True when the host needs no token or ``token`` is it (constant-time comparison)."""
+        """True when the host needs no token or ``token`` is it, or a control sender's
+        (constant-time comparisons)."""
         expected = self.config.token
         if expected is None:
             return True
-        return hmac.compare_digest((token or "").encode(), expected.encode())
+        given = (token or "").encode()
+        found = hmac.compare_digest(given, expected.encode())
+        for sender_token in self._sender_tokens:
+            found |= hmac.compare_digest(given, sender_token.encode())
+        return found
+
+    @property
+    def control(self) -> ControlReceiver:
+        """The receiver of seed 003's control messages (made on first use)."""
+        if self._control is None:
+            from ._control import ControlReceiver
+
+            self._control = ControlReceiver(self, self.config.control)
+        return self._control
 
     async def attach(
         self,
@@ -840,6 +898,8 @@ class SessionHost:
             limits=Limits(
                 config.max_line_bytes, self.engine_config.duplicate_ttl, config.idle_timeout
             ),
+            agent_id=attachment.session.agent_id,
+            control_messages=config.control.capabilities(),
         )
 
     def on_new_session(self, callback: Callable[[str], None]) -> None:

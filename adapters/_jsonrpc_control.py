@@ -151,6 +151,7 @@ STATUS_FIELDS: dict[str, Any] = {
     "max_iterations": {"type": ["integer", "null"]},
     "current_story": _NULLABLE_TEXT,
     "agent": {"const": "codexcore"},
+    "agent_id": _TEXT,
     "status": {"enum": ["idle", "running", "awaiting_approval", "stopping", "stopped"]},
     "interactive_mode": {"type": "boolean"},
     "started_at": _TEXT,

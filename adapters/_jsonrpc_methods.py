@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 import attrs
 
 from codexcore import __version__
+from codexcore.protocol import to_wire
 
 from ._codelia_sessions import add_session_methods
+from ._control_methods import add_control_message_methods
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
 from ._jsonrpc_control import add_control_methods
 from ._jsonrpc_shell import add_shell_methods
@@ -351,6 +353,9 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
     token = auth.get("token") if isinstance(auth, dict) else None
     if ctx.require_token and not ctx.host.check_token(token if isinstance(token, str) else None):
         raise RpcError(UNAUTHORIZED, "unauthorized: the token is missing or wrong")
+    if isinstance(token, str) and ctx.host.check_token(token):
+        # Over TCP the handshake's token is the credential a control sender is bound to.
+        ctx.credential = attrs.evolve(ctx.credential, token=token)
     if ctx.initialized:
         raise RpcError(INVALID_REQUEST, "Invalid Request: this connection is already initialized")
     table = ctx.methods
@@ -364,10 +369,13 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
         }
     seed000 = decode_params(Initialize000, params)
     ctx.set_client(seed000.client.name, seed000.client.version, seed000.ui_capabilities or {})
+    capabilities: dict[str, Any] = table.server_capabilities()
+    if "control.stdin" in table:
+        capabilities["control_messages"] = to_wire(ctx.host.config.control.capabilities())
     return {
         "protocol_version": PROTOCOL_VERSION,
         "server": {"name": "codexcore", "version": __version__},
-        "server_capabilities": table.server_capabilities(),
+        "server_capabilities": capabilities,
     }
 
 
@@ -394,4 +402,5 @@ def standard_methods() -> MethodTable:
     add_shell_methods(table)  # seed 000: shell.exec, on the user's shell
     add_session_methods(table)  # seed 000: session.list, session.history
     add_context_methods(table)  # seed 000: context.inspect, ui.context.update, tool.call
+    add_control_message_methods(table)  # seed 003: control.stdin, control.interrupt
     return table

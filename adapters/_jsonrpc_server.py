@@ -29,6 +29,7 @@ import attrs
 from codexcore._logging import get_logger
 from codexcore.protocol import Event, decode_event
 
+from ._control_wire import Credential
 from ._framing import Item
 from ._host import Attachment, HostRefusal, Out, SessionHost
 from ._jsonrpc import (
@@ -151,8 +152,12 @@ class RpcContext:
         lossless: bool,
         bound_session: str | None = None,
         diagnostics: bool = False,
+        credential: Credential | None = None,
     ) -> None:
         self.host = host
+        self.credential = credential or Credential("local")
+        """What the connection proved of its peer (its uid, its handshake's token): a
+        control request's sender must be the one it names."""
         self.diagnostics = diagnostics
         """The server was asked for opt-in diagnostics notifications (``serve --diagnostics``)."""
         self.bound_session = bound_session
@@ -342,8 +347,10 @@ class RpcConnection:
         require_initialize: bool,
         stdio: bool,
         stuck_timeout: float | None,
+        credential: Credential | None = None,
     ) -> None:
-        """``stdio``: the session ends with the connection (a socket client's is detached)."""
+        """``stdio``: the session ends with the connection (a socket client's is detached).
+        ``credential``: what the transport proved of the peer (see :class:`RpcContext`)."""
         self.host = host
         self.conduit = conduit
         self.lines = lines
@@ -362,6 +369,7 @@ class RpcConnection:
             lossless=True,
             bound_session=options.session_id,
             diagnostics=options.diagnostics,
+            credential=credential,
         )
         self.stuck_timeout = stuck_timeout
         self.stdio = stdio

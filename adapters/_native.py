@@ -20,7 +20,10 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
+
+import attrs
+import orjson
 
 from codexcore._logging import get_logger
 from codexcore.engine import Rejected
@@ -35,6 +38,7 @@ from codexcore.protocol import (
     encode_connection_msg,
 )
 
+from ._control_wire import Credential, ack, partial_envelope
 from ._framing import Item, LineReader, LineTooLong, decode_line, is_blank
 from ._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
 
@@ -174,6 +178,7 @@ async def serve_connection(
     first: Item,
     *,
     on_attached: Callable[[], None] | None = None,
+    credential: Credential | None = None,
 ) -> None:
     """Serve one socket connection whose first line, ``first``, must be a ``hello``.
 
@@ -203,11 +208,26 @@ async def serve_connection(
         client=hello.client.name,
         resumed=attachment.resumed,
     )
-    await run_attachment(conduit, attachment, lines, host.welcome(attachment), config.stuck_timeout)
+    credential = credential or Credential("tcp")
+    if credential.transport == "tcp":  # over TCP the hello's token is the credential
+        credential = attrs.evolve(credential, token=hello.token)
+    await run_attachment(
+        conduit,
+        attachment,
+        lines,
+        host.welcome(attachment),
+        config.stuck_timeout,
+        credential=credential,
+    )
 
 
 async def serve_stdio_session(
-    host: SessionHost, conduit: Conduit, lines: Lines | None = None, first: Item | None = None
+    host: SessionHost,
+    conduit: Conduit,
+    lines: Lines | None = None,
+    first: Item | None = None,
+    *,
+    credential: Credential | None = None,
 ) -> int:
     """Serve the one session of ``codexcore serve --stdio``; returns the exit code.
 
@@ -239,7 +259,16 @@ async def serve_stdio_session(
                 return 2
             welcome = host.welcome(attachment)
             first = None
-    ok = await run_attachment(conduit, attachment, lines, welcome, None, first=first, stdio=True)
+    ok = await run_attachment(
+        conduit,
+        attachment,
+        lines,
+        welcome,
+        None,
+        first=first,
+        stdio=True,
+        credential=credential or Credential("stdio"),
+    )
     return 0 if ok else 1
 
 
@@ -252,16 +281,19 @@ async def run_attachment(
     *,
     first: Item | None = None,
     stdio: bool = False,
+    credential: Credential | None = None,
 ) -> bool:
     """Run the reader and the writer of an attached connection until it is over.
 
     Returns False when the connection was lost or dropped rather than closed
-    in good order.
+    in good order. ``credential``: what the connection proved of its peer, to
+    which its control requests' sender is bound.
     """
+    controls = _Controls(attachment, credential or Credential("local"))
     if welcome is not None:
         conduit.write(encode_connection_msg(welcome) + b"\n")
     writer = asyncio.create_task(_write(conduit, attachment, stuck_timeout))
-    reader = asyncio.create_task(_read(lines, attachment, first, stdio))
+    reader = asyncio.create_task(_read(lines, attachment, first, stdio, controls))
     try:
         await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
         if reader.done() and not writer.done():
@@ -279,16 +311,60 @@ async def run_attachment(
     return writer.result()
 
 
-async def _read(lines: Lines, attachment: Attachment, first: Item | None, stdio: bool) -> None:
+async def _read(
+    lines: Lines, attachment: Attachment, first: Item | None, stdio: bool, controls: _Controls
+) -> None:
     limit = lines._reader.limit
     item = first if first is not None else await lines.next()
     while item is not None:
-        await _handle(attachment, item, limit)
+        if not controls.take(item):
+            await _handle(attachment, item, limit)
         item = await lines.next()
     if stdio:
         # End of input: shut the session down in order, behind what was submitted.
         with contextlib.suppress(NotAccepted):
             await attachment.submit(Submission(f"eof-{secrets.token_hex(4)}", Shutdown()))
+
+
+MAX_CONTROL_IN_FLIGHT = 64
+"""Control requests one native connection may have unanswered; more are answered busy."""
+
+
+class _Controls:
+    """Seed 003's control requests on a native connection: each is answered by its ack
+    envelope, a line of this connection's own (``docs/control.md``), while the
+    reader goes on (an ack may wait up to the ack deadline)."""
+
+    def __init__(self, attachment: Attachment, credential: Credential) -> None:
+        self.attachment = attachment
+        self.credential = credential
+        self.running: set[asyncio.Task[None]] = set()
+
+    def take(self, item: Item) -> bool:
+        """Start answering ``item`` if it is a control request; False if it is not one."""
+        if isinstance(item, LineTooLong) or b'"control.' not in item:
+            return False
+        try:
+            value = orjson.loads(item)
+        except orjson.JSONDecodeError:
+            return False
+        kind = value.get("type") if isinstance(value, dict) else None
+        if not (isinstance(kind, str) and kind.startswith("control.")) or "op" in value:
+            return False
+        if len(self.running) >= MAX_CONTROL_IN_FLIGHT:
+            detail = f"this connection has {len(self.running)} control requests in flight"
+            answer = ack(partial_envelope(value), "busy", detail)
+            self.attachment.reply(orjson.dumps(answer))
+            return True
+        task = asyncio.create_task(self._answer(value))
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+        return True
+
+    async def _answer(self, value: dict[str, Any]) -> None:
+        host = self.attachment.session._host
+        answer = await host.control.handle(value, self.credential)
+        self.attachment.reply(orjson.dumps(answer))
 
 
 async def _handle(attachment: Attachment, item: Item, limit: int) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._control_wire import CONTROL_MESSAGES_SCHEMA
+
 PROTOCOL_VERSION = "0"
 """Seed 000's protocol version, the one this dialect speaks."""
 
@@ -26,7 +28,10 @@ INITIALIZE_RESULT: Mapping[str, Any] = {
                     "properties": {"name": {"const": "codexcore"}, "version": {"type": "string"}},
                     "required": ["name", "version"],
                 },
-                "server_capabilities": _BOOLS,
+                "server_capabilities": {
+                    **_BOOLS,
+                    "properties": {"control_messages": CONTROL_MESSAGES_SCHEMA},
+                },
             },
             "required": ["protocol_version", "server", "server_capabilities"],
         },

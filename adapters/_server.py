@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from codexcore._logging import get_logger
 
+from ._control_wire import Credential
 from ._dialect import Dialects, serve_socket
 from ._host import SessionHost
 from ._native import READ_CHUNK
@@ -93,6 +94,16 @@ class StreamConduit:
         self._writer.transport.abort()
 
 
+def _credential(sock: socket.socket | None) -> Credential:
+    """What the transport proves of a peer: a Unix peer's uid; a TCP peer nothing until
+    its handshake's token."""
+    if sock is not None and sock.family == socket.AF_UNIX:
+        from .unix import peer_uid
+
+        return Credential("unix", uid=peer_uid(sock))
+    return Credential("tcp")
+
+
 class Listener:
     """Accepts connections for a :class:`SessionHost`; see :class:`~.tcp.TcpServer`."""
 
@@ -119,8 +130,8 @@ class Listener:
         self._greeting.add(task)
         try:
             problem = None
+            sock = writer.get_extra_info("socket")
             if self._peer_check is not None:
-                sock = writer.get_extra_info("socket")
                 problem = self._peer_check(sock)
             await serve_socket(
                 self.host,
@@ -129,6 +140,7 @@ class Listener:
                 require_initialize=self._require_initialize,
                 peer_problem=problem,
                 on_attached=lambda: self._greeting.discard(task),
+                credential=_credential(sock) if problem is None else None,
             )
         except asyncio.CancelledError:
             # Stopped by aclose(). End normally: on 3.11 the stream's done callback

@@ -51,6 +51,7 @@ from collections.abc import (
 from typing import Any, TypedDict, TypeVar, Unpack
 
 import janus
+import orjson
 
 from codexcore import __version__
 from codexcore._logging import get_logger
@@ -59,6 +60,7 @@ from codexcore.protocol import (
     PROTOCOL_VERSION,
     Closing,
     ControlChanged,
+    ControlMessages,
     ErrorEvent,
     Event,
     Hello,
@@ -100,11 +102,19 @@ from ._client_types import (
     SessionLost,
     SubmissionRefused,
 )
+from ._control_client import (
+    ControlError,
+    SenderOptions,
+    interrupt_envelope,
+    send_control,
+    stdin_envelope,
+)
 
 __all__ = [
     "ClientOptions",
     "ConnectionLost",
     "ControlChange",
+    "ControlError",
     "Disconnected",
     "EngineClosed",
     "EventsLost",
@@ -117,6 +127,7 @@ __all__ = [
     "RemoteCodex",
     "RemoteCodexThread",
     "RemoteError",
+    "SenderOptions",
     "ServerExited",
     "SessionLost",
     "StdioOptions",
@@ -274,6 +285,7 @@ class RemoteCodex:
         self._closed = False  # aclose() or detach() was called
         self._discarding = False
         self._failure: RemoteError | None = None
+        self._control_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     # --- constructors -------------------------------------------------------------------
 
@@ -637,6 +649,93 @@ class RemoteCodex:
             attempt,
         )
 
+    # --- control messages to live sessions (seed 003) ----------------------------------------
+
+    async def control_stdin(
+        self,
+        text: str,
+        sender: SenderOptions,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        interrupt: bool = False,
+        thread_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Give a live session input as seed 003's ``control.stdin.request``; the ack.
+
+        The target is this client's own session unless ``session_id`` (and its
+        ``agent_id``, as ``codexcore sessions list`` shows it) names another;
+        ``interrupt`` ends its running Task first. One request id for the
+        logical send, reused on each retry (``sender.retries``, 1 by default,
+        each waiting ``sender.ack_timeout`` for the ack). Text over the hard
+        limit goes as ``content_ref``, written under ``sender.share_dir``.
+        Raises :class:`~._control_client.ControlError` when the server does not
+        announce control messages (``welcome.control_messages``) or no ack comes.
+        """
+        capabilities = self._control_capabilities("stdin")
+        target, agent = self._control_target(session_id, agent_id)
+        envelope = stdin_envelope(
+            sender,
+            target,
+            agent,
+            text,
+            interrupt=interrupt,
+            thread_id=thread_id,
+            capabilities=capabilities,
+        )
+        return await send_control(self._send_control, envelope, sender)
+
+    async def control_interrupt(
+        self,
+        sender: SenderOptions,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Interrupt a live session's running Task (``control.interrupt.request``); the
+        ack, ``ok`` once the Task has ended (``detail: idle`` when none ran). Targets and
+        retries as :meth:`control_stdin`."""
+        self._control_capabilities("interrupt")
+        target, agent = self._control_target(session_id, agent_id)
+        envelope = interrupt_envelope(sender, target, agent, thread_id=thread_id)
+        return await send_control(self._send_control, envelope, sender)
+
+    def _control_capabilities(self, kind: str) -> ControlMessages:
+        welcome = self.welcome
+        found = welcome.control_messages if welcome is not None else None
+        if found is None or not getattr(found, kind):
+            raise ControlError(f"the server does not take control {kind} requests")
+        return found
+
+    def _control_target(self, session_id: str | None, agent_id: str | None) -> tuple[str, str]:
+        if session_id is None or session_id == self.session_id:
+            welcome = self.welcome
+            assert welcome is not None
+            return self.session_id, agent_id or welcome.agent_id or ""
+        if agent_id is None:
+            raise ControlError(f"give the agent_id of session {session_id}")
+        return session_id, agent_id
+
+    async def _send_control(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        request_id = envelope["request_id"]
+        future = self._control_acks.get(request_id)
+        if future is None or future.done():
+            future = asyncio.get_running_loop().create_future()
+            self._control_acks[request_id] = future
+        try:
+            async with self._write_lock:
+                self._check_open_stream()
+                link = self._link
+                if link is None or link.closing:
+                    raise ConnectionError("not connected (reconnecting)")
+                link.write(orjson.dumps(envelope) + b"\n")
+                await link.drain()
+            return await asyncio.shield(future)
+        finally:
+            if future.done():
+                self._control_acks.pop(request_id, None)
+
     # --- internals: the reader -----------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -670,6 +769,8 @@ class RemoteCodex:
             line = await link.read_line()
             if line is None:
                 return link.reason
+            if self._control_acks and b'.ack"' in line and self._control_ack(line):
+                continue
             message = parse_line(line)
             if isinstance(message, Event):
                 await self._on_event(message)
@@ -683,6 +784,19 @@ class RemoteCodex:
             elif isinstance(message, Closing):
                 link.abort(f"the server closed the connection ({message.code}: {message.message})")
         return "the session ended"
+
+    def _control_ack(self, line: bytes) -> bool:
+        """A control ack (seed 003) for a request of ours: hand it to its sender."""
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False
+        if not (isinstance(value, dict) and str(value.get("type", "")).startswith("control.")):
+            return False
+        future = self._control_acks.get(str(value.get("request_id")))
+        if future is not None and not future.done():
+            future.set_result(value)
+        return True
 
     def _see(self, seq: int) -> bool:
         """Count ``seq`` as received; False if it was already (a replayed event)."""
@@ -1021,6 +1135,18 @@ class RemoteCodexThread:
     def reconnect(self, *, take_control: bool = False) -> None:
         """See :meth:`RemoteCodex.reconnect`."""
         self._call(self._require().reconnect(take_control=take_control), None)
+
+    def control_stdin(
+        self, text: str, sender: SenderOptions, *, timeout: float | None = None, **target: Any
+    ) -> dict[str, Any]:
+        """:meth:`RemoteCodex.control_stdin`, blocking; the ack."""
+        return self._call(self._require().control_stdin(text, sender, **target), timeout)
+
+    def control_interrupt(
+        self, sender: SenderOptions, *, timeout: float | None = None, **target: Any
+    ) -> dict[str, Any]:
+        """:meth:`RemoteCodex.control_interrupt`, blocking; the ack."""
+        return self._call(self._require().control_interrupt(sender, **target), timeout)
 
     # --- teardown --------------------------------------------------------------------------------
 

@@ -28,6 +28,8 @@ import attrs
 
 from codexcore._logging import get_logger
 
+from ._control import peer_uid_of_fd
+from ._control_wire import Credential
 from ._dialect import Dialects, serve_stdio_conduit
 from ._host import HostConfig, SessionHost
 from ._native import READ_CHUNK
@@ -237,11 +239,12 @@ async def serve_stdio(
     signals = (signal.SIGTERM, signal.SIGINT)
     for signum in signals:
         loop.add_signal_handler(signum, host.begin_close)
+    credential = Credential("stdio", uid=peer_uid_of_fd(in_fd))
     conduit = await FdConduit.open(in_fd, out_fd)
     dialects = dialects or Dialects()
     log.info("serving stdio", protocol=dialects.protocol)  # signals now end it in order
     try:
-        return await serve_stdio_conduit(host, conduit, dialects)
+        return await serve_stdio_conduit(host, conduit, dialects, credential)
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)

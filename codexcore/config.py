@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ._config_control import ControlConfigError, ControlSettings, read_control
 from .protocol import ApprovalPolicy, HistoryMode, ReasoningEffort, SandboxMode
 from .protocol._value import Value
 
@@ -144,7 +145,8 @@ class Settings(Value):
     repr. ``models`` holds the ``[models.NAME]`` tables: per-model overrides of
     the model catalogue (context window, limits, prices, reasoning support).
     ``project_doc_max_bytes`` caps the AGENTS.md text sent to the model (0:
-    none is read).
+    none is read). ``control`` is the ``[control]`` table (seed 003's control
+    messages; top level only, not per profile).
     """
 
     model: str = DEFAULT_MODEL
@@ -163,6 +165,7 @@ class Settings(Value):
     profile: str | None = None
     home: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
+    control: ControlSettings = attrs.field(factory=ControlSettings)
 
     def engine_config(self, cwd: str | None = None, **changes: Any) -> EngineConfig:
         """The :class:`~codexcore.EngineConfig` these settings describe.
@@ -514,6 +517,7 @@ class _File(Value):
     profiles: dict[str, dict[str, Any]]
     profile: str | None
     models: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    control: ControlSettings | None = None
 
 
 class _Reader:
@@ -537,9 +541,16 @@ class _Reader:
                 default_profile = value
             elif key == "profiles":
                 profiles = self._profiles(value)
-        settings = self._table(document, prefix="", skip=("profile", "profiles", "models"))
+        control = None
+        if "control" in document:
+            try:
+                control = read_control(document["control"], self.where, self.ctx.user_home)
+            except ControlConfigError as exc:
+                raise ConfigError(str(exc)) from None
+        skip = ("profile", "profiles", "models", "control")
+        settings = self._table(document, prefix="", skip=skip)
         models = self._models(document.get("models", {}))
-        return _File(settings, profiles, default_profile, models)
+        return _File(settings, profiles, default_profile, models, control)
 
     def _models(self, value: Any) -> dict[str, dict[str, Any]]:
         """``[models.NAME]`` tables: overrides of the model catalogue, checked."""
@@ -860,6 +871,8 @@ def load_settings(
     if file is not None and file.models:
         settings = attrs.evolve(settings, models=file.models)
         sources["models"] = Source("file", path)
+    if file is not None and file.control is not None:
+        settings = attrs.evolve(settings, control=file.control)
     return LoadedSettings(settings, path, file is not None, where, tuple(warnings), sources)
 
 

@@ -123,6 +123,7 @@ EVENT_MSGS: list[Any] = [
                 6,
                 "/home/u/.codexcore/sessions/2026/11/22/rollout-2026-11-22T12-00-00-sess_1.jsonl",
                 None,
+                "codexcore:3f9a1c0b7d2e",
             ),
         )
     ),
@@ -149,6 +150,8 @@ CONNECTION_MSGS: list[Any] = [
         replay_from=42,
         replay_complete=True,
         limits=p.Limits(1048576, 600.0, 600.0),
+        agent_id="codexcore:3f9a1c0b7d2e",
+        control_messages=p.ControlMessages(1, True, True, False, 1048576),
     ),
     p.Refused("unauthorized", "the token is missing or wrong", (1,)),
     p.ControlChanged(False, "taken_over"),

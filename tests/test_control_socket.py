@@ -208,6 +208,7 @@ async def test_exec_control_socket_with_the_seeds_client(tmp_path: Path) -> None
                 control = await Client.unix(path)
                 status = await call(control, rpc(1, "get_status"))
                 assert re.fullmatch(r"[0-9a-f-]{36}", status.pop("task_name"))
+                assert re.fullmatch(r"codexcore:[0-9a-f]{12}", status.pop("agent_id"))
                 for field in ("started_at", "updated_at"):
                     assert SEED_TIMESTAMP.match(status.pop(field)), field
                 assert status == {

@@ -43,6 +43,14 @@ CAPABILITIES = dict.fromkeys([*SERVER_CAPABILITIES, *SERVER_FEATURES], False) | 
     "supports_tool_call": True,  # shell only (tests/test_codelia_context.py)
     "supports_ui_requests": True,
     "supports_permission_preflight_events": True,
+    # Seed 003's control messages: announced, and refused here (no [control] table).
+    "control_messages": {
+        "v": 1,
+        "stdin": False,
+        "interrupt": False,
+        "content_ref": False,
+        "max_inline_bytes": 1024 * 1024,
+    },
 }
 
 # The seeds' own example lines, as written (seed 001's, pretty-printed there, on one line).

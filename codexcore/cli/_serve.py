@@ -192,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     from ..adapters._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
+    from ._control import host_control_config
 
     overrides: dict[str, str] = {"model": args.model} if args.model else {}
     overrides.update(APPROVAL_MODES.get(args.approval_mode or "", {}))
@@ -217,6 +218,7 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
         idle_timeout=args.idle_timeout,
         handshake_timeout=args.handshake_timeout,
         max_line_bytes=args.max_line_bytes,
+        control=host_control_config(loaded.settings.control, os.environ),
     )
 
 

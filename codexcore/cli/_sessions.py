@@ -101,6 +101,8 @@ def _print_list(listing: Any, *, as_json: bool) -> None:
     for s in listing.sessions:
         first = (s.first_user_message or "").splitlines()[0][:60] if s.first_user_message else ""
         print(f"{s.session_id}  {s.updated_at[:19]}  {s.message_count:3} msgs  {s.cwd}")
+        if s.agent_id:
+            print(f"    agent {s.agent_id}")
         if first:
             print(f"    {first}")
 

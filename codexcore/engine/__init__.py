@@ -12,7 +12,13 @@ from ._models import (
     context_window,
     model_details,
 )
-from ._rollout import BadRollout, default_home, list_sessions, prune_sessions
+from ._rollout import (
+    BadRollout,
+    default_home,
+    list_sessions,
+    prune_sessions,
+    recorded_agent_id,
+)
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -36,4 +42,5 @@ __all__ = [
     "parse_submission",
     "prune_sessions",
     "read_project_docs",
+    "recorded_agent_id",
 ]

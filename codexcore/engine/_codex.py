@@ -95,7 +95,7 @@ from ._rollout import (
     meta_record,
     read_session_events,
 )
-from ._session import RunningTask, Session, StopRequest
+from ._session import RunningTask, Session, StopRequest, new_agent_id
 from ._task import Task, TurnSettings
 from ._tools import ToolRouter
 from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
@@ -203,7 +203,8 @@ class Codex:
 
     ``session_id`` is the id the engine's first new Session takes (a session
     host passes the id it announced); other new Sessions get fresh ids, and a
-    resumed one keeps its recorded id.
+    resumed one keeps its recorded id. ``agent_id`` likewise names the first
+    Session's agent (see :attr:`agent_id`).
     """
 
     def __init__(
@@ -215,9 +216,11 @@ class Codex:
         threadsafe: bool = True,
         http_client: httpx.AsyncClient | None = None,
         session_id: str | None = None,
+        agent_id: str | None = None,
     ) -> None:
         self.config = config or EngineConfig()
         self._first_session_id = session_id
+        self._first_agent_id = agent_id or new_agent_id()
         self._threadsafe = threadsafe
         self._owns_clients = clients is None
         self._clients = clients or ModelClientPool(
@@ -376,6 +379,14 @@ class Codex:
     # --- dispatch -------------------------------------------------------------
 
     @property
+    def agent_id(self) -> str:
+        """The agent of the current Session (seed 003's ``agent_id``): recorded in its
+        rollout's ``session_meta`` and kept on resume, so it is stable for the
+        session's whole life; before the first Session, the one it will take."""
+        session = self._session
+        return session.agent_id if session is not None else self._first_agent_id
+
+    @property
     def state(self) -> State:
         """What ``PLAN`` is keyed by now; ``STOPPING`` or ``PAUSING`` while the running
         Task has a ``stop`` or ``checkpoint`` pending."""
@@ -532,12 +543,15 @@ class Codex:
         forked_from: str | None = None,
         append_to: Path | None = None,
         token_total: TokenUsage | None = None,
+        agent_id: str | None = None,
     ) -> Session:
         """A Session, recorded in a new rollout (or appended to ``append_to``)
         unless the engine is ephemeral. A new rollout's file is created with
         the Session's first content: the forked branch, else its first Turn."""
         reserved, self._first_session_id = self._first_session_id, None
         session_id = session_id or reserved or str(uuid.uuid4())
+        if agent_id is None:  # the first new Session's agent is the one announced
+            agent_id = new_agent_id() if self._session is not None else self._first_agent_id
         rollout = None
         if not self.config.ephemeral:
             if append_to is not None:
@@ -545,7 +559,7 @@ class Codex:
             else:
                 now = datetime.datetime.now(datetime.UTC)
                 rollout = RolloutWriter.create(self._home(), session_id, now)
-                rollout.record(meta_record(session_id, now, config.cwd, forked_from))
+                rollout.record(meta_record(session_id, now, config.cwd, forked_from, agent_id))
             rollout.record(config_record(config))
             if history is not None and append_to is None:
                 for change in history.branch():
@@ -562,6 +576,7 @@ class Codex:
             home=str(self._home()),
             project_doc_max_bytes=self.config.project_doc_max_bytes,
             token_total=token_total,
+            agent_id=agent_id,
         )
 
     def _home(self) -> Path:
@@ -973,6 +988,7 @@ class Codex:
             history=loaded.history,
             append_to=loaded.path,
             token_total=loaded.token_total,
+            agent_id=loaded.agent_id,
         )
         await self._announce_session(sub.id)
 

@@ -3,7 +3,7 @@
 Layout: ``HOME/sessions/YYYY/MM/DD/rollout-<timestamp>-<session_id>.jsonl``,
 one record a line:
 
-- ``{"type": "session_meta", "session_id", "created_at", "cwd", "forked_from"}``
+- ``{"type": "session_meta", "session_id", "created_at", "cwd", "forked_from", "agent_id"}``
 - ``{"type": "config", "config": {...}}``: at the start, on each reconfigure and
   on each change of the per-turn settings (``override_turn_context``,
   ``user_turn``), so a resumed or forked session runs under the latest ones.
@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import glob
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -283,7 +284,11 @@ def config_record(config: SessionConfig) -> dict[str, Any]:
 
 
 def meta_record(
-    session_id: str, now: datetime.datetime, cwd: str, forked_from: str | None
+    session_id: str,
+    now: datetime.datetime,
+    cwd: str,
+    forked_from: str | None,
+    agent_id: str | None = None,
 ) -> dict[str, Any]:
     return {
         "type": "session_meta",
@@ -292,7 +297,24 @@ def meta_record(
         "created_at": now.isoformat(),
         "cwd": cwd,
         "forked_from": forked_from,
+        "agent_id": agent_id,
     }
+
+
+def derived_agent_id(session_id: str) -> str:
+    """The agent id of a session recorded before agent ids were: derived from its id,
+    so it is the same on every resume."""
+    return "codexcore:" + hashlib.sha256(session_id.encode()).hexdigest()[:12]
+
+
+def agent_id_of(meta: dict[str, Any]) -> str:
+    """The agent id a ``session_meta`` record names (or the one derived for an old one)."""
+    recorded = meta.get("agent_id")
+    return (
+        recorded
+        if isinstance(recorded, str) and recorded
+        else derived_agent_id(str(meta["session_id"]))
+    )
 
 
 def journal(writer: RolloutWriter) -> Journal:
@@ -394,6 +416,20 @@ def find_rollout(home: Path, session_id: str) -> Path:
     return matches[-1]
 
 
+def recorded_agent_id(home: Path, session_id: str) -> str | None:
+    """The agent id of the session recorded as ``session_id`` under ``home``; None when
+    no such session is recorded or its file cannot be read."""
+    try:
+        path = find_rollout(home, session_id)
+        for record in read_records(path):
+            if record["type"] == "session_meta":
+                return agent_id_of(record)
+            break
+    except (UnknownSession, BadRollout, OSError):
+        return None
+    return None
+
+
 @attrs.frozen
 class LoadedSession:
     """A recorded session rebuilt: ``token_total`` is the session's token usage so far
@@ -404,6 +440,7 @@ class LoadedSession:
     history: History
     path: Path
     token_total: TokenUsage | None = None
+    agent_id: str | None = None
 
 
 def load_session(home: Path, session_id: str) -> LoadedSession:
@@ -436,7 +473,9 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
     if config is None:
         raise BadRollout(path, _missing("config", path, number))
     _close_unanswered(history)
-    return LoadedSession(session_id, config, history, path, _token_total(last_count))
+    return LoadedSession(
+        session_id, config, history, path, _token_total(last_count), agent_id_of(meta)
+    )
 
 
 def _token_total(recorded: dict[str, Any] | None) -> TokenUsage | None:
@@ -588,6 +627,7 @@ def _summarize(path: Path) -> SessionSummary:
         message_count=count,
         path=str(path),
         forked_from=forked_from if isinstance(forked_from, str) else None,
+        agent_id=agent_id_of(meta),
     )
 
 

@@ -53,6 +53,11 @@ class RunningTask:
     stop: StopRequest = attrs.field(factory=StopRequest)
 
 
+def new_agent_id() -> str:
+    """A fresh agent id: ``codexcore:`` and 12 hex digits (seed 003's ``agent_id``)."""
+    return f"codexcore:{uuid.uuid4().hex[:12]}"
+
+
 class Session:
     """Codex's current configuration and conversation.
 
@@ -72,12 +77,14 @@ class Session:
         home: str | None = None,
         project_doc_max_bytes: int = 32 * 1024,
         token_total: TokenUsage | None = None,
+        agent_id: str | None = None,
     ) -> None:
         """``home`` holds the global AGENTS.md; ``project_doc_max_bytes`` caps the
         AGENTS.md text. A ``history`` (resumed, forked) says what its model was
         already told, so the initial context is not sent again; ``token_total``
         (a resumed session's) is where its token count goes on from."""
         self.id = session_id or str(uuid.uuid4())
+        self.agent_id = agent_id or new_agent_id()
         self.config = config
         self.history = history or History()
         self.context = ContextTracker(home, project_doc_max_bytes, told_in(self.history.items()))

@@ -338,6 +338,9 @@ class SessionSummary(Value):
     message_count: int
     path: str
     forked_from: str | None = None
+    agent_id: str | None = None
+    """The session's agent (stable across restarts and resumes); None in rollouts
+    written before agent ids were recorded."""
 
 
 @EVENT_MSGS.register("session_list")

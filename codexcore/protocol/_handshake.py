@@ -73,6 +73,23 @@ class Hello(Tagged):
     control: bool = True
 
 
+@attrs.frozen(repr=False, eq=False)
+class ControlMessages(Value):
+    """What the server accepts of seed 003's control messages (``docs/control.md``).
+
+    ``v``: the envelope version. ``stdin`` / ``interrupt``: the requests it
+    answers. ``content_ref``: whether oversize input by file reference is
+    accepted (some base directory is configured). ``max_inline_bytes``: the
+    hard limit of inline ``content``.
+    """
+
+    v: int
+    stdin: bool
+    interrupt: bool
+    content_ref: bool
+    max_inline_bytes: int
+
+
 @CONNECTION_MSGS.register("welcome")
 @attrs.frozen(repr=False, eq=False)
 class Welcome(Tagged):
@@ -82,7 +99,10 @@ class Welcome(Tagged):
     receive. ``replay_complete`` is false when events the client asked for
     (those after its ``last_seq``) are no longer retained and will never
     arrive. ``resumed`` tells an attach from a new session; ``control``
-    whether this connection controls the session.
+    whether this connection controls the session. ``agent_id`` names the
+    session's agent (stable across restarts and resumes) and
+    ``control_messages`` what the server accepts of seed 003's control
+    messages, for a sender to gate on.
     """
 
     protocol_version: int
@@ -94,6 +114,8 @@ class Welcome(Tagged):
     replay_from: int
     replay_complete: bool
     limits: Limits
+    agent_id: str | None = None
+    control_messages: ControlMessages | None = None
 
 
 @CONNECTION_MSGS.register("refused")
