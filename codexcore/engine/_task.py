@@ -5,6 +5,12 @@ they arrive), records the response in the History under its ``response_id``,
 runs the function calls it holds, and reports ``turn_complete``. The outputs
 of one Turn are the input of the next; a Turn with nothing to feed back ends
 the Task.
+
+A Task keeps its conversation within the model's context window (see
+:mod:`._compact`): between two Turns, when the last response's total tokens
+reached the auto-compact limit, it compacts the History and goes on; when the
+model answers "context length exceeded", it compacts once and sends the Turn
+again. When neither helps it ends with :class:`ContextWindowExceeded`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import attrs
 
 from ..model import (
     Completed,
+    ModelError,
     OutputItemDone,
     OutputTextDelta,
     ReasoningSummaryDelta,
@@ -39,6 +46,7 @@ from ..protocol import (
     TurnDiff,
 )
 from ._approvals import TaskAborted
+from ._compact import Compactor, ContextWindowExceeded, is_context_window_exceeded
 from ._config import SessionConfig
 from ._history import History, Item
 from ._requests import (
@@ -64,6 +72,7 @@ class TurnResult:
     response_id: str | None
     called_tools: bool
     last_message: str | None
+    total_tokens: int | None = None  # the response's usage: how full the context is
 
 
 class Task:
@@ -87,9 +96,12 @@ class Task:
         take_injected: Callable[[], list[Item]],
         stop_requested: Callable[[], StopKind | None] = lambda: None,
         take_context: Callable[[], list[Item]] = list,
+        auto_compact_limit: int | None = None,
     ) -> None:
         """``take_context`` gives items for the next request that, unlike injected
-        input, never make the Task send another request (user shell records)."""
+        input, never make the Task send another request (user shell records).
+        ``auto_compact_limit`` is the total tokens at which the History is compacted
+        between two Turns (None: never)."""
         self._session_id = session_id
         self._config = config
         self._history = history
@@ -99,6 +111,9 @@ class Task:
         self._take_injected = take_injected
         self._stop_requested = stop_requested
         self._take_context = take_context
+        self._limit = auto_compact_limit
+        self._compactor = Compactor(session_id, config, history, client, emit)
+        self._compacted = False  # since the last Turn that was under the limit
 
     async def run(self, first_input: list[Item]) -> TaskComplete:
         """Turns until one calls no tool and no input was injected, or until a
@@ -106,14 +121,59 @@ class Task:
         injected input where it is, for the next Task."""
         new_items = first_input
         last_message: str | None = None
+        # A conversation a previous Task left above the limit is compacted first.
+        await self._compact_if_full(self._history.context_tokens)
         while True:
-            turn = await self._turn([*new_items, *self._take_injected(), *self._take_context()])
+            turn = await self._fitting_turn(
+                [*new_items, *self._take_injected(), *self._take_context()]
+            )
             last_message = turn.last_message or last_message
             if (stopped_by := self._stop_requested()) is not None:
                 return TaskComplete(last_message, turn.response_id, stopped_by)
             new_items = self._take_injected()
             if not (turn.called_tools or new_items):
                 return TaskComplete(last_message, turn.response_id)
+            await self._compact_if_full(turn.total_tokens)
+
+    async def compact(self) -> TaskComplete:
+        """The ``compact`` op's Task: one compaction, no Turn."""
+        await self._compactor.compact("manual")
+        self._compacted = True
+        return TaskComplete()
+
+    async def _compact_if_full(self, total_tokens: int | None) -> None:
+        """Compact when the context holds ``total_tokens`` at or above the limit; a
+        conversation still above it right after compacting cannot be helped."""
+        if self._limit is None or total_tokens is None or total_tokens < self._limit:
+            self._compacted = False
+            return
+        if self._compacted:
+            raise ContextWindowExceeded(
+                f"the conversation is still above the auto-compact limit ({total_tokens} "
+                f"of {self._limit} tokens) after compacting it: start a new session, "
+                "or send less at once"
+            )
+        self._compacted = True
+        await self._compactor.compact("auto")
+
+    async def _fitting_turn(self, new_items: list[Item]) -> TurnResult:
+        """A Turn; if the model says it does not fit the context window, compact
+        (``new_items`` with the rest) and send the Turn once more."""
+        try:
+            return await self._turn(new_items)
+        except ModelError as exc:
+            if not is_context_window_exceeded(exc):
+                raise
+        await self._compactor.compact("context_window_exceeded", new_items)
+        try:
+            return await self._turn([])
+        except ModelError as exc:
+            if is_context_window_exceeded(exc):
+                raise ContextWindowExceeded(
+                    f"the conversation does not fit the model's context window even "
+                    f"compacted: {exc.message}"
+                ) from exc
+            raise
 
     async def _turn(self, new_items: list[Item]) -> TurnResult:
         body = build_request(
@@ -121,9 +181,10 @@ class Task:
         )
         started = datetime.now(UTC)
         clock = time.monotonic()
-        response_id, output = await self._stream(body)
+        response_id, output, total_tokens = await self._stream(body)
         latency_ms = round((time.monotonic() - clock) * 1000)
         self._history.record([*new_items, *output], response_id)
+        self._history.context_tokens = total_tokens
         # Every call is answered, the ones no tool runs with an error: an
         # unanswered call makes the next request malformed.
         calls = [item for item in output if is_call(item)]
@@ -133,12 +194,15 @@ class Task:
             await self._report_diff(diff)
         await self._emit(TurnComplete(response_id, body.get("model"), _iso(started), latency_ms))
         messages = [message_text(i) for i in output if i.get("type") == "message"]
-        return TurnResult(response_id, bool(calls), messages[-1] if messages else None)
+        last = messages[-1] if messages else None
+        return TurnResult(response_id, bool(calls), last, total_tokens)
 
-    async def _stream(self, body: dict[str, Any]) -> tuple[str | None, list[Item]]:
-        """Stream one response; returns its id and its completed output items."""
+    async def _stream(self, body: dict[str, Any]) -> tuple[str | None, list[Item], int | None]:
+        """Stream one response; returns its id, its completed output items and its
+        total tokens (None when it reported no usage)."""
         output: list[Item] = []
         response_id = None
+        total_tokens = None
         async for event in self._client.stream(body):
             if isinstance(event, OutputTextDelta | RefusalDelta):
                 await self._emit(AgentMessageDelta(event.delta))
@@ -150,11 +214,12 @@ class Task:
             elif isinstance(event, Completed):
                 response_id = event.response_id
                 if event.usage is not None:
+                    total_tokens = event.usage.total_tokens
                     await self._emit(TokenCount(**attrs.asdict(event.usage)))
             elif isinstance(event, RetryScheduled):
                 output.clear()  # the retried response starts over
                 await self._emit(StreamError(event.reason, event.attempt, event.max_attempts))
-        return response_id, output
+        return response_id, output, total_tokens
 
     async def _announce(self, item: Item) -> None:
         kind = item.get("type")

@@ -1,0 +1,282 @@
+"""Compaction: the model summarises the conversation, and the summary replaces it.
+
+After Codex's ``compact.rs``. A compaction sends the conversation so far plus
+:data:`SUMMARIZATION_PROMPT` (no tools), takes the answer's last message as the
+summary, and replaces the History by:
+
+1. the initial context (:func:`initial_context`: the contextual messages the
+   session began with, such as project instructions and the environment);
+2. the most recent user messages, newest kept first, within
+   :data:`USER_MESSAGE_BUDGET` tokens (the oldest one that does not fit whole
+   is cut in the middle);
+3. the summary, as a user message beginning with :data:`SUMMARY_PREFIX`.
+
+The replacement is one ``compacted`` change of the History, recorded whole in
+the rollout, so a resumed or forked session rebuilds it without the model. A
+compaction that fails or is interrupted changes nothing.
+
+When to compact is decided by the Task (:mod:`._task`): the ``compact`` op,
+the auto-compact token limit (:func:`auto_compact_limit`) between two Turns,
+and a model error that says the context window is exceeded
+(:func:`is_context_window_exceeded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+import attrs
+
+from ..model import Completed, ModelError, OutputItemDone, RetryScheduled
+from ..protocol import (
+    CompactionTrigger,
+    ContextCompacted,
+    ContextCompactionStarted,
+    EventMsg,
+    StreamError,
+    TokenCount,
+    WarningEvent,
+)
+from ._config import SessionConfig
+from ._history import History, Item
+from ._models import context_window
+from ._requests import build_request, message_text
+
+if TYPE_CHECKING:
+    from ..model import ModelClient
+
+Emit = Callable[[EventMsg], Awaitable[None]]
+
+SUMMARIZATION_PROMPT: Final = """\
+Compact this conversation into a handoff note for the model that will continue the work \
+(it will see the note instead of the conversation). Write, concisely and in order:
+- what the user wants, in their terms, and any constraints or preferences they stated;
+- what has been done so far and the decisions taken, with the reasons that still matter;
+- the current state: files changed, commands that matter, results, open errors;
+- what remains to be done, as concrete next steps;
+- any exact data the next model needs (names, paths, values, snippets).
+Do not address the user, and do not call any tool."""
+"""The request that makes the model write the summary (a user message after the history)."""
+
+SUMMARY_PREFIX: Final = (
+    "An earlier model worked on this task and left the summary below of the conversation "
+    "so far, which was compacted to fit the context window. Build on it and do not "
+    "repeat work already done. Summary:"
+)
+"""Begins the summary message, so that a later compaction recognises it (and leaves it
+out of the user messages it keeps)."""
+
+USER_MESSAGE_BUDGET: Final = 20_000
+"""Tokens of recent user messages a compacted History keeps (Codex's figure)."""
+
+AUTO_COMPACT_PERCENT: Final = 90
+"""The default auto-compact limit, in percent of the model's context window."""
+
+LOSES_DETAIL: Final = (
+    "Heads up: long conversations and repeated compactions make the model less accurate. "
+    "Start a new session when you can, to keep conversations small and focused."
+)
+
+NO_SUMMARY: Final = "(no summary available)"
+
+_CONTEXTUAL_PREFIXES: Final = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md instructions",
+    "<INSTRUCTIONS>",
+)
+"""How Codex's contextual user messages begin (project instructions, the environment)."""
+
+_CHARS_PER_TOKEN: Final = 4  # Codex's approximation, used for budgets only
+
+
+class ContextWindowExceeded(Exception):
+    """The conversation does not fit the model's context window, even compacted.
+
+    The engine ends the Task with one ``error`` whose ``codex_error_info`` is
+    ``context_window_exceeded``.
+    """
+
+
+def auto_compact_limit(model: str, configured: int | None) -> int:
+    """Total tokens at which a Task compacts between two Turns: ``configured``, else
+    :data:`AUTO_COMPACT_PERCENT` of ``model``'s context window."""
+    if configured is not None:
+        return configured
+    return context_window(model) * AUTO_COMPACT_PERCENT // 100
+
+
+def is_context_window_exceeded(exc: BaseException) -> bool:
+    """Whether a model error says the request does not fit the context window.
+
+    The Responses API says so with the error code ``context_length_exceeded``, as an
+    HTTP 400 body or in ``response.failed``; the client keeps it as ``server_code``.
+    """
+    if not isinstance(exc, ModelError):
+        return False
+    return exc.server_code == "context_length_exceeded"
+
+
+def approx_tokens(text: str) -> int:
+    return (len(text.encode()) + _CHARS_PER_TOKEN - 1) // _CHARS_PER_TOKEN
+
+
+def user_text(item: Item) -> str | None:
+    """The text of a user ``message`` item (its text parts joined), else None."""
+    if item.get("type") != "message" or item.get("role") != "user":
+        return None
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = [
+        part["text"]
+        for part in content
+        if isinstance(part, dict)
+        and part.get("type") == "input_text"
+        and isinstance(part.get("text"), str)
+        and part["text"]
+    ]
+    return "\n".join(texts)
+
+
+def is_contextual(text: str) -> bool:
+    """Whether a user message is context the session added (not the user's words)."""
+    return text.lstrip().startswith(_CONTEXTUAL_PREFIXES)
+
+
+def initial_context(items: Sequence[Item]) -> list[Item]:
+    """The initial context a compacted History keeps: the contextual user messages
+    (project instructions, environment context) of the conversation, in order, each
+    kind once (its latest form).
+
+    The one place that says what the initial context is: when the session's
+    instructions module builds it, point this function at that builder.
+    """
+    latest: dict[str, Item] = {}
+    for item in items:
+        text = user_text(item)
+        if text is not None and is_contextual(text):
+            kind = next(p for p in _CONTEXTUAL_PREFIXES if text.lstrip().startswith(p))
+            latest.pop(kind, None)  # re-inserted: the dict keeps the latest order
+            latest[kind] = item
+    return list(latest.values())
+
+
+def collect_user_messages(items: Sequence[Item]) -> list[str]:
+    """The user's own messages, oldest first: no contextual message, no earlier
+    summary, no user shell record, and no empty one (an image alone)."""
+    messages = []
+    for item in items:
+        text = user_text(item)
+        if not text or is_contextual(text) or is_summary(text):
+            continue
+        if text.startswith("<user_shell_command>"):
+            continue
+        messages.append(text)
+    return messages
+
+
+def is_summary(text: str) -> bool:
+    return text.startswith(SUMMARY_PREFIX)
+
+
+def _input_message(text: str) -> Item:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def truncate_middle(text: str, max_tokens: int) -> str:
+    """``text`` cut to about ``max_tokens`` tokens: its head and tail, and a marker
+    saying how many tokens went from the middle."""
+    data = text.encode()
+    keep = max_tokens * _CHARS_PER_TOKEN
+    if len(data) <= keep:
+        return text
+    half = keep // 2
+    head = data[:half].decode(errors="ignore")
+    tail = data[len(data) - half :].decode(errors="ignore")
+    cut = approx_tokens(text) - max_tokens
+    return f"{head}\n[… {cut} tokens truncated …]\n{tail}"
+
+
+def build_compacted_history(
+    initial: Sequence[Item],
+    user_messages: Sequence[str],
+    summary: str,
+    budget: int = USER_MESSAGE_BUDGET,
+) -> list[Item]:
+    """``initial``, then the newest ``user_messages`` within ``budget`` tokens, then the
+    summary message (:data:`SUMMARY_PREFIX` and ``summary``)."""
+    kept: list[str] = []
+    remaining = budget
+    for message in reversed(user_messages):
+        if remaining <= 0:
+            break
+        tokens = approx_tokens(message)
+        if tokens <= remaining:
+            kept.append(message)
+            remaining -= tokens
+        else:
+            kept.append(truncate_middle(message, remaining))
+            break
+    summary_text = f"{SUMMARY_PREFIX}\n{summary.strip() or NO_SUMMARY}"
+    return [
+        *initial,
+        *(_input_message(m) for m in reversed(kept)),
+        _input_message(summary_text),
+    ]
+
+
+@attrs.frozen
+class Compactor:
+    """Runs compactions of one Session's History for a Task."""
+
+    session_id: str
+    config: SessionConfig
+    history: History
+    client: ModelClient
+    emit: Emit
+
+    async def compact(self, trigger: CompactionTrigger, pending: Sequence[Item] = ()) -> None:
+        """Summarise the conversation (and ``pending``, input not yet in the History)
+        and replace the History by its compacted form.
+
+        Raises :class:`ContextWindowExceeded` when even the summary request does not
+        fit, and the model's error for any other failure; the History is then as it
+        was. ``pending`` user messages are kept among the recent user messages.
+        """
+        await self.emit(ContextCompactionStarted(trigger))
+        prompt = _input_message(SUMMARIZATION_PROMPT)
+        body = build_request(
+            self.config, self.history, [*pending, prompt], (), session_id=self.session_id
+        )
+        try:
+            summary = await self._summarise(body)
+        except ModelError as exc:
+            if is_context_window_exceeded(exc):
+                raise ContextWindowExceeded(exc.message) from exc
+            raise
+        conversation = [*self.history.items(), *pending]
+        self.history.compact(
+            build_compacted_history(
+                initial_context(conversation), collect_user_messages(conversation), summary
+            )
+        )
+        await self.emit(ContextCompacted())
+        await self.emit(WarningEvent(LOSES_DETAIL))
+
+    async def _summarise(self, body: dict[str, object]) -> str:
+        """Stream the summary request; its last assistant message is the summary. The
+        summary is for the next model, not the user: no message events."""
+        messages: list[str] = []
+        async for event in self.client.stream(body):
+            if isinstance(event, OutputItemDone) and event.item.get("type") == "message":
+                messages.append(message_text(event.item))
+            elif isinstance(event, Completed) and event.usage is not None:
+                await self.emit(TokenCount(**attrs.asdict(event.usage)))
+            elif isinstance(event, RetryScheduled):
+                messages.clear()  # the retried response starts over
+                await self.emit(StreamError(event.reason, event.attempt, event.max_attempts))
+        return messages[-1] if messages else ""
