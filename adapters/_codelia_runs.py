@@ -199,7 +199,7 @@ class Codelia:
             if waiter is not None and not waiter.done():
                 waiter.set_result(event)
         if isinstance(msg, WarningEvent):
-            log.warning("engine warning", message=msg.message)
+            log.warning("engine warning", warning=msg.message)  # "message" is a LogRecord key
         if isinstance(msg, ShutdownComplete):
             await self.session_over()
         run = self.runs.get(event.id)

@@ -112,7 +112,7 @@ def summary_of(text: str) -> str:
 
 def is_compaction_request(body: dict[str, Any]) -> bool:
     last = body["input"][-1]
-    return last.get("role") == "user" and last["content"][0]["text"] == SUMMARIZATION_PROMPT
+    return bool(last.get("role") == "user" and last["content"][0]["text"] == SUMMARIZATION_PROMPT)
 
 
 # --- the compact op ---------------------------------------------------------------------------
