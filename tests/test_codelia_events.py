@@ -296,18 +296,20 @@ def test_compactions_become_codelias_compaction_events() -> None:
 
 def test_a_run_that_only_compacted_ends_with_codelias_words() -> None:
     run = RunView("run-1")
-    for msg in (TaskStarted(), ContextCompactionStarted("manual"), ContextCompacted()):
+    only: list[EventMsg] = [TaskStarted(), ContextCompactionStarted("manual"), ContextCompacted()]
+    for msg in only:
         build(run, msg)
     assert build(run, TaskComplete())[-1] == {
         "type": "final",
         "content": "Compaction run completed.",
     }
     run = RunView("run-2")  # an auto-compaction inside a run that answered: its own final
-    for msg in (
+    answered: list[EventMsg] = [
         TaskStarted(),
         TurnComplete("r1"),
         ContextCompactionStarted("auto"),
         ContextCompacted(),
-    ):
+    ]
+    for msg in answered:
         build(run, msg)
     assert build(run, TaskComplete())[-1] == {"type": "final", "content": ""}
