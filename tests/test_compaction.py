@@ -532,3 +532,61 @@ async def test_a_live_session_forgets_bookmarks_from_before_its_compaction(
         bad = await ui.submit(UserInput((TextInput("again"),), last_response_id="r1"))
         error = await ui.until(p.ErrorEvent, id=bad)
     assert error.msg.code == "unknown_response_id"
+
+
+@pytest.mark.parametrize("mode", ["client", "server"])
+async def test_a_summary_request_that_does_not_fit_leaves_the_oldest_items_out(
+    tmp_path: Path, mode: str
+) -> None:
+    model = ScriptedModel(
+        [
+            echo("1", response_id="r1"),
+            echo("2", response_id="r2"),
+            text_response("two echoes done", response_id="r3"),
+            too_long_http(),  # the next Turn
+            too_long_stream(),  # its summary, whole
+            text_response("short summary"),  # its summary, the oldest quarter left out
+            text_response("fits now"),
+        ]
+    )
+    async with engine(model, tmp_path, history_mode=mode) as ui:
+        first = await ui.submit(say("echo two"))
+        await ui.until(p.TaskComplete, id=first)
+        second = await ui.submit(say("and now?"))
+        done = await ui.until(p.TaskComplete, id=second)
+    assert done.msg.last_agent_message == "fits now"
+    whole, trimmed = model.requests[4], model.requests[5]
+    assert "previous_response_id" not in trimmed
+    assert trimmed["store"] is (mode == "server")
+    # History: user, call, output, call, output, answer: its oldest quarter (one item)
+    # went.
+    assert texts(trimmed["input"]) == [
+        "function_call",
+        "function_call_output",
+        "function_call",
+        "function_call_output",
+        "assistant: two echoes done",
+        "user: and now?",
+        "user: " + SUMMARIZATION_PROMPT,
+    ]
+    assert all("id" not in item for item in trimmed["input"])
+    warnings = [w.message for w in ui.of(p.WarningEvent)]
+    assert any("left the 1 oldest conversation item(s) out" in w for w in warnings)
+    # The user messages kept come from the whole conversation all the same.
+    assert texts(model.requests[6]["input"]) == [
+        "user: echo two",
+        "user: and now?",
+        summary_of("short summary"),
+    ]
+    if mode == "server":
+        assert whole["previous_response_id"] == "r3"
+
+
+def test_trimming_never_leaves_an_output_without_its_call() -> None:
+    from codexcore.engine._compact import trim_oldest
+
+    call = {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    items = [call, output, user("a"), user("b")]
+    assert trim_oldest(items) == ([user("a"), user("b")], 2)
+    assert trim_oldest([]) == ([], 0)

@@ -11,6 +11,11 @@ summary, and replaces the History by:
    is cut in the middle);
 3. the summary, as a user message beginning with :data:`SUMMARY_PREFIX`.
 
+When the summary request itself does not fit the context window, the oldest
+quarter of the conversation is left out of it and it is sent again (Codex
+drops the oldest item at a time), until it fits or nothing is left to drop;
+the user messages kept are still taken from the whole conversation.
+
 The replacement is one ``compacted`` change of the History, recorded whole in
 the rollout, so a resumed or forked session rebuilds it without the model. A
 compaction that fails or is interrupted changes nothing.
@@ -41,7 +46,7 @@ from ..protocol import (
 from ._config import SessionConfig
 from ._history import History, Item
 from ._models import context_window
-from ._requests import build_request, message_text
+from ._requests import build_request, input_item, is_call, message_text
 
 if TYPE_CHECKING:
     from ..model import ModelClient
@@ -229,6 +234,18 @@ def build_compacted_history(
     ]
 
 
+def trim_oldest(items: Sequence[Item]) -> tuple[list[Item], int]:
+    """``items`` without their oldest quarter (at least one item), and without the
+    outputs whose call went with it (the API refuses an output with no call); with
+    how many items went. Nothing goes from an empty list."""
+    if not items:
+        return [], 0
+    kept = list(items[max(1, len(items) // 4) :])
+    calls = {i.get("call_id") for i in kept if is_call(i)}
+    kept = [i for i in kept if is_call(i) or "call_id" not in i or i.get("call_id") in calls]
+    return kept, len(items) - len(kept)
+
+
 @attrs.frozen
 class Compactor:
     """Runs compactions of one Session's History for a Task."""
@@ -248,17 +265,8 @@ class Compactor:
         was. ``pending`` user messages are kept among the recent user messages.
         """
         await self.emit(ContextCompactionStarted(trigger))
-        prompt = _input_message(SUMMARIZATION_PROMPT)
-        body = build_request(
-            self.config, self.history, [*pending, prompt], (), session_id=self.session_id
-        )
-        try:
-            summary = await self._summarise(body)
-        except ModelError as exc:
-            if is_context_window_exceeded(exc):
-                raise ContextWindowExceeded(exc.message) from exc
-            raise
         conversation = [*self.history.items(), *pending]
+        summary = await self._summary(list(pending))
         self.history.compact(
             build_compacted_history(
                 initial_context(conversation), collect_user_messages(conversation), summary
@@ -266,6 +274,44 @@ class Compactor:
         )
         await self.emit(ContextCompacted())
         await self.emit(WarningEvent(LOSES_DETAIL))
+
+    async def _summary(self, pending: list[Item]) -> str:
+        """The model's summary of the History and ``pending``; while the request does
+        not fit, the oldest part of the conversation is left out of it."""
+        new = [*pending, _input_message(SUMMARIZATION_PROMPT)]
+        body = build_request(self.config, self.history, new, (), session_id=self.session_id)
+        items = [input_item(i) for i in self.history.items() if i.get("type") != "reasoning"]
+        dropped = 0
+        while True:
+            try:
+                summary = await self._summarise(body)
+                break
+            except ModelError as exc:
+                if not is_context_window_exceeded(exc):
+                    raise
+                items, cut = trim_oldest(items)
+                if not cut:
+                    raise ContextWindowExceeded(
+                        f"the conversation does not fit the model's context window, even "
+                        f"for its summary: {exc.message}"
+                    ) from exc
+                dropped += cut
+                body = self._standalone_request(items, new)
+        if dropped:
+            await self.emit(
+                WarningEvent(
+                    f"left the {dropped} oldest conversation item(s) out of the summary "
+                    "so that the request fits the model's context window"
+                )
+            )
+        return summary
+
+    def _standalone_request(self, items: list[Item], new: list[Item]) -> dict[str, object]:
+        """A request that sends ``items`` whole, chained on nothing (in ``server`` mode
+        too: the stored chain is what did not fit)."""
+        alone = History()
+        alone.compact(items)
+        return build_request(self.config, alone, new, (), session_id=self.session_id)
 
     async def _summarise(self, body: dict[str, object]) -> str:
         """Stream the summary request; its last assistant message is the summary. The
