@@ -391,9 +391,12 @@ def user(text: str) -> dict[str, Any]:
 
 def test_the_compacted_history_keeps_initial_context_and_recent_messages_in_budget() -> None:
     env = user("<environment_context>\n<cwd>/w</cwd>\n</environment_context>")
-    agents = user("# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>be brief</INSTRUCTIONS>")
+    agents = user("<user_instructions>\nbe brief\n</user_instructions>")
+    moved = user("<environment_context>\n<cwd>/w/sub</cwd>\n</environment_context>")
     conversation = [
         agents,
+        env,
+        moved,
         env,
         user("old " * 100),
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x"}]},
@@ -406,11 +409,13 @@ def test_the_compacted_history_keeps_initial_context_and_recent_messages_in_budg
     assert messages == ["old " * 100, "middle " * 10, "newest"]
     history = build_compacted_history(initial_context(conversation), messages, "S", budget=30)
     got = texts(history)
-    assert got[:2] == texts([agents, env])
+    # The initial context and its later update, in order (a short update alone would
+    # not say everything the model was told); an exact repeat once.
+    assert got[:3] == texts([agents, env, moved])
     # Newest first within 30 tokens: "newest" (2), "middle …" (18), then "old …" cut.
-    assert got[3:5] == ["user: " + "middle " * 10, "user: newest"]
-    assert got[2].startswith("user: old old")
-    assert "tokens truncated" in got[2]
+    assert got[4:6] == ["user: " + "middle " * 10, "user: newest"]
+    assert got[3].startswith("user: old old")
+    assert "tokens truncated" in got[3]
     assert got[-1] == summary_of("S")
 
 

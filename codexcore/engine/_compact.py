@@ -4,8 +4,8 @@ After Codex's ``compact.rs``. A compaction sends the conversation so far plus
 :data:`SUMMARIZATION_PROMPT` (no tools), takes the answer's last message as the
 summary, and replaces the History by:
 
-1. the initial context (:func:`initial_context`: the contextual messages the
-   session began with, such as project instructions and the environment);
+1. the initial context (:func:`initial_context`: the contextual messages of the
+   conversation, such as project instructions and the environment context);
 2. the most recent user messages, newest kept first, within
    :data:`USER_MESSAGE_BUDGET` tokens (the oldest one that does not fit whole
    is cut in the middle);
@@ -153,21 +153,21 @@ def is_contextual(text: str) -> bool:
 
 
 def initial_context(items: Sequence[Item]) -> list[Item]:
-    """The initial context a compacted History keeps: the contextual user messages
-    (project instructions, environment context) of the conversation, in order, each
-    kind once (its latest form).
+    """The initial context a compacted History keeps: every contextual user message of
+    the conversation (project instructions, the environment context and its later
+    short updates), in order, each exact repeat once.
 
-    The one place that says what the initial context is: when the session's
-    instructions module builds it, point this function at that builder.
+    Kept from the History rather than built anew, so what the model was told (and
+    what a resumed session reads back to know it) survives compaction unchanged. The
+    one place that says what the initial context is: the integrator may point it at
+    the instructions module's own predicate.
     """
-    latest: dict[str, Item] = {}
+    kept: list[Item] = []
     for item in items:
         text = user_text(item)
-        if text is not None and is_contextual(text):
-            kind = next(p for p in _CONTEXTUAL_PREFIXES if text.lstrip().startswith(p))
-            latest.pop(kind, None)  # re-inserted: the dict keeps the latest order
-            latest[kind] = item
-    return list(latest.values())
+        if text is not None and is_contextual(text) and item not in kept:
+            kept.append(item)
+    return kept
 
 
 def collect_user_messages(items: Sequence[Item]) -> list[str]:
