@@ -595,3 +595,26 @@ def test_trimming_never_leaves_an_output_without_its_call() -> None:
     items = [call, output, user("a"), user("b")]
     assert trim_oldest(items) == ([user("a"), user("b")], 2)
     assert trim_oldest([]) == ([], 0)
+
+
+async def test_input_injected_during_a_compaction_goes_on_from_the_summary(
+    tmp_path: Path,
+) -> None:
+    from codexcore.testing import Pause
+
+    summary = text_response("the summary")
+    slow = attrs.evolve(summary, steps=(Pause(0.3), *summary.steps))
+    model = ScriptedModel([text_response("first"), slow, text_response("answered")])
+    async with engine(model, tmp_path, history_mode="client") as ui:
+        first = await ui.submit(say("one"))
+        await ui.until(p.TaskComplete, id=first)
+        compact = await ui.submit(Compact())
+        await ui.until(p.ContextCompactionStarted, id=compact)
+        await ui.submit(p.InjectInput((TextInput("and then?"),)))
+        done = await ui.until(p.TaskComplete, id=compact)
+    assert done.msg.last_agent_message == "answered"
+    assert texts(model.requests[2]["input"]) == [
+        "user: one",
+        summary_of("the summary"),
+        "user: and then?",
+    ]

@@ -136,10 +136,14 @@ class Task:
             await self._compact_if_full(turn.total_tokens)
 
     async def compact(self) -> TaskComplete:
-        """The ``compact`` op's Task: one compaction, no Turn."""
+        """The ``compact`` op's Task: one compaction and no Turn, unless input was
+        injected meanwhile: the Task then goes on with it, as any Task would (a
+        pending ``stop`` leaves it for the next Task)."""
         await self._compactor.compact("manual")
         self._compacted = True
-        return TaskComplete()
+        if self._stop_requested() is None and (injected := self._take_injected()):
+            return await self.run(injected)
+        return TaskComplete(stopped_by=self._stop_requested())
 
     async def _compact_if_full(self, total_tokens: int | None) -> None:
         """Compact when the context holds ``total_tokens`` at or above the limit; a
