@@ -675,7 +675,8 @@ async def test_parts_input_and_force_compaction(tmp_path: Path) -> None:
 
 async def test_a_failed_force_compaction_says_compacted_false(tmp_path: Path) -> None:
     too_long = {"error": {"message": "too long", "code": "context_length_exceeded"}}
-    model = ScriptedModel([text_response("Hello."), http_error(400, too_long)])
+    # The summary request does not fit, nor with the older items left out one by one.
+    model = ScriptedModel([text_response("Hello."), *(http_error(400, too_long) for _ in range(3))])
     async with serving(tmp_path, model) as (ui, _):
         await ui.server.send(
             tui_initialize(**TUI_CAPABILITIES),
@@ -699,6 +700,7 @@ async def test_a_failed_force_compaction_says_compacted_false(tmp_path: Path) ->
         assert events[2]["compacted"] is False
         meta = ui.events(run_id)[-1]["meta"]["codexcore"]["msg"]
         assert meta["codex_error_info"] == "context_window_exceeded"
+        assert model.remaining == 0
         await finish(ui)
 
 
