@@ -618,3 +618,15 @@ async def test_input_injected_during_a_compaction_goes_on_from_the_summary(
         summary_of("the summary"),
         "user: and then?",
     ]
+
+
+async def test_a_retried_turn_still_above_the_limit_ends_the_task(tmp_path: Path) -> None:
+    """Compacting for "context length exceeded" counts as the compaction: a retried Turn
+    that leaves the conversation above the limit cannot be helped by another."""
+    model = ScriptedModel([too_long_http(), text_response("summary"), echo("1", usage=FULL)])
+    async with engine(model, tmp_path) as ui:
+        sub = await ui.submit(say("big"))
+        error = await ui.until(p.ErrorEvent, id=sub)
+    assert error.msg.codex_error_info == "context_window_exceeded"
+    assert ui.types(id=sub).count("context_compaction_started") == 1
+    assert model.remaining == 0

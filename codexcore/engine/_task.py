@@ -169,6 +169,7 @@ class Task:
             if not is_context_window_exceeded(exc):
                 raise
         await self._compactor.compact("context_window_exceeded", new_items)
+        self._compacted = True
         try:
             return await self._turn([])
         except ModelError as exc:
