@@ -630,3 +630,15 @@ async def test_a_retried_turn_still_above_the_limit_ends_the_task(tmp_path: Path
     assert error.msg.codex_error_info == "context_window_exceeded"
     assert ui.types(id=sub).count("context_compaction_started") == 1
     assert model.remaining == 0
+
+
+def test_a_malformed_compacted_record_makes_the_file_bad(tmp_path: Path) -> None:
+    from codexcore.engine._rollout import BadRollout, read_records
+
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(
+        '{"type": "session_meta", "session_id": "s", "created_at": "t", "cwd": "/"}\n'
+        '{"type": "compacted", "items": {"not": "a list"}, "response_id": null}\n'
+    )
+    with pytest.raises(BadRollout, match="line 2 is a compacted record whose 'items'"):
+        list(read_records(path))
