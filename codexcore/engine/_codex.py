@@ -78,6 +78,7 @@ from ._compact import ContextWindowExceeded, auto_compact_limit
 from ._config import EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._history import History, Item, UnknownBookmark
+from ._models import context_window
 from ._queues import LoopQueue
 from ._requests import InputError, user_message
 from ._rollout import (
@@ -658,7 +659,7 @@ class Codex:
             take_context=session.take_context,
             stop_requested=lambda: stop.kind,
             auto_compact_limit=auto_compact_limit(
-                config.model, self.config.model_auto_compact_token_limit
+                context_window(config.model), self.config.model_auto_compact_token_limit
             ),
         )
         return await (task.compact() if first_input is None else task.run(first_input))

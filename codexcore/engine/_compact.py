@@ -45,7 +45,6 @@ from ..protocol import (
 )
 from ._config import SessionConfig
 from ._history import History, Item
-from ._models import context_window
 from ._requests import build_request, input_item, is_call, message_text
 
 if TYPE_CHECKING:
@@ -104,12 +103,12 @@ class ContextWindowExceeded(Exception):
     """
 
 
-def auto_compact_limit(model: str, configured: int | None) -> int:
+def auto_compact_limit(window: int, configured: int | None) -> int:
     """Total tokens at which a Task compacts between two Turns: ``configured``, else
-    :data:`AUTO_COMPACT_PERCENT` of ``model``'s context window."""
+    :data:`AUTO_COMPACT_PERCENT` of the model's context ``window``."""
     if configured is not None:
         return configured
-    return context_window(model) * AUTO_COMPACT_PERCENT // 100
+    return window * AUTO_COMPACT_PERCENT // 100
 
 
 def is_context_window_exceeded(exc: BaseException) -> bool:
