@@ -1,7 +1,8 @@
 """Seed 000's run methods on the JSON-RPC dialect: what the Codelia TUI drives.
 
 ``run.start`` submits the UI's input to the connection's session as a
-``user_input`` whose submission id is the run's id; ``run.cancel``
+``user_input`` whose submission id is the run's id (with ``force_compaction``,
+a ``compact``); ``run.cancel``
 interrupts it; ``model.list``/``model.set`` are in :mod:`._codelia_models`.
 What a run sends is :mod:`._codelia_runs`' work.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 import weakref
 from collections.abc import Mapping
@@ -21,6 +21,7 @@ import attrs
 from codexcore._logging import get_logger
 from codexcore.engine import State
 from codexcore.protocol import (
+    Compact,
     ErrorEvent,
     ImageInput,
     InputItem,
@@ -157,7 +158,8 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
     state.active = run
     try:
         if params.force_compaction:
-            state.spawn(_compaction(state, run))
+            # Codelia's /compact: the input is ignored, the run only compacts.
+            await state.submit(Compact(), run.id)
         else:
             await state.submit(UserInput((*ui_context_part(ui_context), *items)), run.id)
     except BaseException:
@@ -188,23 +190,6 @@ async def _resume(state: Codelia, attachment: Attachment, session_id: str) -> No
     if isinstance(answer.msg, ErrorEvent):
         code = SESSION_NOT_FOUND if answer.msg.code == "unknown_session" else SESSION_LOAD_FAILED
         raise RpcError(code, answer.msg.message)
-
-
-async def _compaction(state: Codelia, run: Run) -> None:
-    """``force_compaction``: codexcore does not compact, and says so in Codelia's terms."""
-    await run.gate.wait()
-    now = int(time.time() * 1000)  # Codelia's timestamps are epoch milliseconds
-    async with run.lock:
-        for event in (
-            {"type": "compaction_start", "timestamp": now},
-            {"type": "compaction_complete", "timestamp": now, "compacted": False},
-            {
-                "type": "final",
-                "content": "codexcore does not compact conversations: nothing was compacted.",
-            },
-        ):
-            await state.send_event(run, event, {})
-        await state.finish(run, "completed", None)
 
 
 async def run_cancel(ctx: RpcContext, params: RunCancel) -> dict[str, Any]:

@@ -20,6 +20,9 @@ as they do:
   its diff is drawn once when it equals the ``permission.preview`` diff.
 - ``step_start``/``step_complete`` are drawn as nothing; ``final`` equal to
   the last ``text`` is drawn once.
+- ``compaction_start`` is drawn "Compaction: running", and the next
+  ``compaction_complete {compacted}`` updates that line: a compaction that
+  failed or was interrupted gets ``compacted: false`` before the step closes.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from codexcore.protocol import (
     AgentMessage,
     AgentReasoning,
     ApplyPatchApprovalRequest,
+    ContextCompacted,
+    ContextCompactionStarted,
     DeleteChange,
     ErrorEvent,
     EventMsg,
@@ -96,6 +101,9 @@ class RunView:
     commands: dict[str, str] = attrs.field(factory=dict)  # shell calls' command lines
     changes: dict[str, dict[str, FileChange]] = attrs.field(factory=dict)  # patches, by call
     last_message: str | None = None
+    compacting: bool = False  # a compaction_start not yet completed
+    compacted: bool = False  # the run compacted the conversation
+    turns_done: int = 0  # model responses completed (a compaction's is not one)
 
     def step_id(self) -> str:
         return f"{self.run_id}:turn-{self.turn}"
@@ -354,9 +362,38 @@ def _turn_complete(run: RunView, msg: TurnComplete) -> list[AgentEvent]:
     return close_open_calls(run, "not run") + _step_complete(run, "completed")
 
 
+def _response_complete(run: RunView, msg: TurnComplete) -> list[AgentEvent]:
+    run.turns_done += 1
+    return _turn_complete(run, msg)
+
+
+COMPACTION_DONE = "Compaction run completed."
+"""The ``final`` of a run that only compacted (``force_compaction``): Codelia's own words."""
+
+
 def _task_complete(run: RunView, msg: TaskComplete) -> list[AgentEvent]:
-    content = msg.last_agent_message if msg.last_agent_message is not None else ""
+    content = msg.last_agent_message
+    if content is None:
+        only_compacted = run.compacted and not run.turns_done
+        content = COMPACTION_DONE if only_compacted else ""
     return [*_turn_complete(run, TurnComplete()), {"type": "final", "content": content}]
+
+
+def _compaction_start(run: RunView, msg: ContextCompactionStarted) -> list[AgentEvent]:
+    run.compacting = True
+    return [{"type": "compaction_start", "timestamp": _now_ms()}]
+
+
+def _compaction_end(run: RunView, compacted: bool) -> list[AgentEvent]:
+    if not run.compacting:
+        return []
+    run.compacting = False
+    run.compacted = run.compacted or compacted
+    return [{"type": "compaction_complete", "timestamp": _now_ms(), "compacted": compacted}]
+
+
+def _compacted(run: RunView, msg: ContextCompacted) -> list[AgentEvent]:
+    return _compaction_end(run, True)
 
 
 def _task_started(run: RunView, msg: TaskStarted) -> list[AgentEvent]:
@@ -365,7 +402,8 @@ def _task_started(run: RunView, msg: TaskStarted) -> list[AgentEvent]:
 
 def _ended_early(run: RunView, msg: ErrorEvent | TurnAborted) -> list[AgentEvent]:
     why = "aborted" if isinstance(msg, TurnAborted) else f"error: {msg.message}"
-    return close_open_calls(run, why) + _step_complete(run, "error")
+    failed = _compaction_end(run, False)
+    return failed + close_open_calls(run, why) + _step_complete(run, "error")
 
 
 Builder = Callable[[RunView, Any], list[AgentEvent]]
@@ -381,7 +419,9 @@ MAPPING: Mapping[str, Builder] = {
     "patch_apply_begin": in_step(_patch_begin),
     "patch_apply_end": in_step(_patch_end),
     "stream_error": in_step(_retry),
-    "turn_complete": _turn_complete,
+    "context_compaction_started": in_step(_compaction_start),
+    "context_compacted": in_step(_compacted),
+    "turn_complete": _response_complete,
     "task_complete": _task_complete,
     "turn_aborted": _ended_early,
     "error": _ended_early,

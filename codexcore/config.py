@@ -138,7 +138,8 @@ class Settings(Value):
     ``instructions=None`` means the engine's default instructions;
     ``reasoning_effort=None`` the model's default.
     ``model_supports_reasoning_summaries=None`` leaves to the model catalogue
-    whether the model takes reasoning options. ``profile`` is the profile
+    whether the model takes reasoning options. ``model_auto_compact_token_limit=None``
+    compacts at 90% of the model's context window. ``profile`` is the profile
     that was applied, if any. ``home`` is ``CODEXCORE_HOME`` (None: the
     engine's default). ``api_key`` is the value of the variable named by
     ``provider.api_key_env`` (None when unset or empty); it is left out of the
@@ -158,6 +159,7 @@ class Settings(Value):
     history_mode: HistoryMode = "server"
     reasoning_effort: ReasoningEffort | None = None
     model_supports_reasoning_summaries: bool | None = None
+    model_auto_compact_token_limit: int | None = None
     log_level: LogLevel = "warning"
     project_doc_max_bytes: int = 32 * 1024
     provider: ProviderSettings = attrs.field(factory=ProviderSettings)
@@ -207,6 +209,7 @@ class Settings(Value):
             stream_idle_timeout=self.provider.stream_idle_timeout,
             models=ModelCatalog(self.models),
             project_doc_max_bytes=self.project_doc_max_bytes,
+            model_auto_compact_token_limit=self.model_auto_compact_token_limit,
         )
         return attrs.evolve(config, **changes) if changes else config
 
@@ -452,6 +455,7 @@ _SPECS: Final[Mapping[str, _Key]] = {
     "history_mode": _Key(_choice(*_HISTORY_MODES)),
     "reasoning_effort": _Key(_choice(*_REASONING_EFFORTS)),
     "model_supports_reasoning_summaries": _Key(_bool, "bool"),
+    "model_auto_compact_token_limit": _Key(_int_at_least(1), "int"),
     "log_level": _Key(_choice(*_LOG_LEVELS, fold_case=True)),
     "project_doc_max_bytes": _Key(_int_at_least(0), "int"),
     "provider.base_url": _Key(_url),

@@ -62,6 +62,7 @@ OPS: list[Any] = [
     p.ResumeSession("sess_1"),
     p.ForkSession("sess_1", "resp_1"),
     p.GetHistory("sess_1", offset=10, limit=100),
+    p.Compact(),
     p.Shutdown(),
 ]
 
@@ -109,6 +110,8 @@ EVENT_MSGS: list[Any] = [
     p.WarningEvent("sandbox unavailable"),
     p.StreamError("server error 500; retrying", 1, 5),
     p.ErrorEvent("interrupted by the model provider", "retries_exhausted"),
+    p.ContextCompactionStarted("context_window_exceeded"),
+    p.ContextCompacted(),
     p.TurnAborted("interrupted"),
     p.SubmissionAck("sub-1", False),
     p.SessionList(

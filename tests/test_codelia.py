@@ -26,6 +26,7 @@ from codexcore.testing import (
     ScriptedResponse,
     ScriptedResponsesServer,
     function_call_response,
+    http_error,
     shell_call,
     text_response,
 )
@@ -617,7 +618,9 @@ async def _request(link: Any, method: str) -> dict[str, Any]:
 
 
 async def test_parts_input_and_force_compaction(tmp_path: Path) -> None:
-    model = ScriptedModel([text_response("A cat.")])
+    model = ScriptedModel(
+        [text_response("A cat."), text_response("The user showed a cat."), text_response("Yes.")]
+    )
     image = "data:image/png;base64,iVBORw0KGgo="
     parts = [
         {"type": "text", "text": "what is it?"},
@@ -640,17 +643,64 @@ async def test_parts_input_and_force_compaction(tmp_path: Path) -> None:
         assert await ui.run_to_end(compaction) == "completed"
         check_run(ui, compaction)
         events = [e["event"] for e in ui.events(compaction)]
-        assert [e["type"] for e in events] == ["compaction_start", "compaction_complete", "final"]
-        assert events[1]["compacted"] is False
-        assert abs(events[0]["timestamp"] / 1000 - time.time()) < 60  # epoch milliseconds
-        assert len(http.model.requests) == 1  # nothing went to the model
+        assert [e["type"] for e in events] == [
+            "step_start",
+            "compaction_start",
+            "compaction_complete",
+            "step_complete",
+            "final",
+        ]
+        assert events[2]["compacted"] is True
+        assert events[-1] == {"type": "final", "content": "Compaction run completed."}
+        assert abs(events[1]["timestamp"] / 1000 - time.time()) < 60  # epoch milliseconds
+        # The model summarised (the "/compact" input is not sent), and the next run goes
+        # on from the summary: the earlier answer is no longer sent.
+        summarise = http.model.requests[1]
+        assert "/compact" not in str(summarise["input"])
+        await ui.server.send(req("4", "run.start", input={"type": "text", "text": "sure?"}))
+        after = (await ui.answer("4"))["result"]["run_id"]
+        assert await ui.run_to_end(after) == "completed"
+        sent_after = str(http.model.requests[2]["input"])
+        assert "The user showed a cat." in sent_after
+        assert "previous_response_id" not in http.model.requests[2]
         bad = {"type": "parts", "parts": [{"type": "audio"}]}
-        await ui.server.send(req("4", "run.start", input=bad))
-        error = (await ui.answer("4"))["error"]
+        await ui.server.send(req("5", "run.start", input=bad))
+        error = (await ui.answer("5"))["error"]
         assert (error["code"], error["message"]) == (
             -32602,
             "Invalid params: params.input.parts[0]: expected a text or image_url part",
         )
+        await finish(ui)
+
+
+async def test_a_failed_force_compaction_says_compacted_false(tmp_path: Path) -> None:
+    too_long = {"error": {"message": "too long", "code": "context_length_exceeded"}}
+    # The summary request does not fit, nor with the older items left out one by one.
+    model = ScriptedModel([text_response("Hello."), *(http_error(400, too_long) for _ in range(3))])
+    async with serving(tmp_path, model) as (ui, _):
+        await ui.server.send(
+            tui_initialize(**TUI_CAPABILITIES),
+            req("2", "run.start", input={"type": "text", "text": "hi"}),
+        )
+        first = (await ui.answer("2"))["result"]["run_id"]
+        assert await ui.run_to_end(first) == "completed"
+        await ui.server.send(
+            req("3", "run.start", input={"type": "text", "text": ""}, force_compaction=True)
+        )
+        run_id = (await ui.answer("3"))["result"]["run_id"]
+        assert await ui.run_to_end(run_id) == "error"
+        check_run(ui, run_id)
+        events = [e["event"] for e in ui.events(run_id)]
+        assert [e["type"] for e in events] == [
+            "step_start",
+            "compaction_start",
+            "compaction_complete",
+            "step_complete",
+        ]
+        assert events[2]["compacted"] is False
+        meta = ui.events(run_id)[-1]["meta"]["codexcore"]["msg"]
+        assert meta["codex_error_info"] == "context_window_exceeded"
+        assert model.remaining == 0
         await finish(ui)
 
 

@@ -22,6 +22,8 @@ from codexcore.protocol import (
     AgentReasoning,
     AgentReasoningDelta,
     ApplyPatchApprovalRequest,
+    ContextCompacted,
+    ContextCompactionStarted,
     ErrorEvent,
     EventMsg,
     ExecApprovalRequest,
@@ -89,6 +91,8 @@ ONE_OF_EACH: list[EventMsg] = [
     WarningEvent("careful"),
     StreamError("HTTP 429: slow down", 1, 5),
     TurnComplete("r1"),
+    ContextCompactionStarted("auto"),
+    ContextCompacted(),
     SubmissionAck("x", False),
     SessionList(()),
     SessionHistory("s", 0, 0, ()),
@@ -269,3 +273,43 @@ def test_the_delta_hot_path_writes_the_generic_paths_bytes() -> None:
     assert lines == expected
     assert take_deltas("run-1", 3, batch, 1, None) == (len(texts), 3)
     assert take_deltas("run-2", 0, batch, 0, []) == (0, 0)
+
+
+def test_compactions_become_codelias_compaction_events() -> None:
+    run = RunView("run-1")
+    start = build(run, ContextCompactionStarted("auto"))
+    assert [e["type"] for e in start] == ["step_start", "compaction_start"]
+    done = build(run, ContextCompacted())
+    assert done == [
+        {"type": "compaction_complete", "timestamp": done[0]["timestamp"], "compacted": True}
+    ]
+    # A compaction the Task did not finish is completed as not compacted, before the step closes.
+    run = RunView("run-2")
+    build(run, ContextCompactionStarted("manual"))
+    ended = build(run, ErrorEvent("too long", "context_window_exceeded"))
+    assert [(e["type"], e.get("compacted")) for e in ended] == [
+        ("compaction_complete", False),
+        ("step_complete", None),
+    ]
+    assert build(run, TurnAborted("interrupted")) == []  # nothing left open
+
+
+def test_a_run_that_only_compacted_ends_with_codelias_words() -> None:
+    run = RunView("run-1")
+    only: list[EventMsg] = [TaskStarted(), ContextCompactionStarted("manual"), ContextCompacted()]
+    for msg in only:
+        build(run, msg)
+    assert build(run, TaskComplete())[-1] == {
+        "type": "final",
+        "content": "Compaction run completed.",
+    }
+    run = RunView("run-2")  # an auto-compaction inside a run that answered: its own final
+    answered: list[EventMsg] = [
+        TaskStarted(),
+        TurnComplete("r1"),
+        ContextCompactionStarted("auto"),
+        ContextCompacted(),
+    ]
+    for msg in answered:
+        build(run, msg)
+    assert build(run, TaskComplete())[-1] == {"type": "final", "content": ""}

@@ -342,3 +342,33 @@ def test_force_quitting_mid_command_leaves_no_process(setup: Setup, sandbox: str
         s.tui.submit("Run the long command.")
         s.tui.wait_for_process("sleep 31")
         assert s.tui.quit(presses=2) == 0, SEE_SCREEN
+
+
+def test_slash_compact_compacts_and_the_next_answer_goes_on_from_the_summary(
+    setup: Setup,
+) -> None:
+    model = ScriptedModel(
+        [
+            text_response("Lyon is second."),
+            text_response("The user asks about French cities; Lyon was named."),
+            text_response("After compacting, still Lyon."),
+        ]
+    )
+    with session(setup, model) as s:
+        s.tui.ready()
+        s.tui.submit("Which French city is second by size?")
+        s.tui.wait_for(r"Lyon is second\.")
+        s.tui.wait_for(r"^● completed$")
+
+        # The TUI's /compact is run.start with force_compaction: the model summarises.
+        s.tui.submit("/compact")
+        s.tui.wait_for(r"Compaction: completed \(compacted=true\)")
+        assert "Compact this conversation" in s.request_text(1), SEE_SCREEN
+
+        s.tui.submit("And still?")
+        s.tui.wait_for(r"After compacting, still Lyon\.")
+        # The next request starts a new chain from the summary, not from the old answer.
+        third = s.request_text(2)
+        assert "The user asks about French cities" in third, SEE_SCREEN
+        assert "previous_response_id" not in third, SEE_SCREEN
+        finish(s.tui)

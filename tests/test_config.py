@@ -128,6 +128,7 @@ network_access = true
 history_mode = "client"
 reasoning_effort = "high"
 model_supports_reasoning_summaries = false
+model_auto_compact_token_limit = 200000
 instructions = "Be brief."
 log_level = "INFO"
 project_doc_max_bytes = 4096
@@ -156,6 +157,7 @@ def test_every_key_of_the_file(tmp_path: Path) -> None:
         history_mode="client",
         reasoning_effort="high",
         model_supports_reasoning_summaries=False,
+        model_auto_compact_token_limit=200_000,
         log_level="info",
         project_doc_max_bytes=4096,
         provider=ProviderSettings(
@@ -193,6 +195,7 @@ def test_engine_config(tmp_path: Path) -> None:
     assert config.headers == {"OpenAI-Organization": "org-123"}
     assert config.home == str(tmp_path)
     assert config.ephemeral is True
+    assert config.model_auto_compact_token_limit == 200_000
     assert (config.max_attempts, config.retry_base_delay, config.stream_idle_timeout) == (
         3,
         0.5,
@@ -246,6 +249,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "history_mode": {"file": "client", "profile": "server", "flag": "client"},
     "reasoning_effort": {"file": "low", "profile": "medium", "flag": "high"},
     "model_supports_reasoning_summaries": {"file": True, "profile": False, "flag": True},
+    "model_auto_compact_token_limit": {"file": 1000, "profile": 2000, "flag": 3000},
     "writable_roots": {"file": ["/f"], "profile": ["/p"], "flag": ["/c"]},
     "instructions": {"file": "i-file", "profile": "i-profile", "flag": "i-flag"},
     "log_level": {"file": "debug", "profile": "info", "env": "error", "flag": "warning"},

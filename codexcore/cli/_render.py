@@ -14,6 +14,9 @@ from ..protocol import (
     AgentReasoning,
     AgentReasoningDelta,
     ApplyPatchApprovalRequest,
+    CompactionTrigger,
+    ContextCompacted,
+    ContextCompactionStarted,
     ErrorEvent,
     EventMsg,
     ExecApprovalRequest,
@@ -42,7 +45,21 @@ DIM, BOLD, RED, GREEN, CYAN, RESET = (
 )
 SHELLS = frozenset({"bash", "sh", "zsh"})
 FOLD_LINES = 12
-THINKING = frozenset({"task_started", "turn_complete", "exec_command_end", "patch_apply_end"})
+THINKING = frozenset(
+    {
+        "task_started",
+        "turn_complete",
+        "exec_command_end",
+        "patch_apply_end",
+        "context_compaction_started",
+    }
+)
+COMPACTING: dict[CompactionTrigger, str] = {
+    "manual": "compacting the conversation…",
+    "auto": "compacting the conversation: it reached the auto-compact limit…",
+    "context_window_exceeded": "compacting the conversation: it no longer fits the model's "
+    "context window…",
+}
 
 
 ANSWERS: dict[str, ReviewDecision] = {
@@ -182,6 +199,12 @@ class TerminalRenderer:
         elif isinstance(msg, StreamError):
             text = f"retrying ({msg.attempt}/{msg.max_attempts}): {msg.message}"
             self._line(self._style(text, DIM))
+        elif isinstance(msg, ContextCompactionStarted):
+            self._line(self._style(COMPACTING[msg.trigger], DIM))
+        elif isinstance(msg, ContextCompacted):
+            self._line(
+                self._style("conversation compacted: the model goes on from a summary", GREEN)
+            )
         elif isinstance(msg, WarningEvent):
             self._line(self._style(f"warning: {msg.message}", RED))
         elif isinstance(msg, ErrorEvent):

@@ -40,6 +40,7 @@ from .._logging import get_logger
 from ..protocol import (
     AbortReason,
     Checkpoint,
+    Compact,
     ConfigureSession,
     ErrorEvent,
     Event,
@@ -77,6 +78,7 @@ from ..protocol import (
 from ..tools.sandbox import SandboxStatus, probe_sandbox
 from ._approvals import Answer, TaskAborted
 from ._clients import ModelClientPool
+from ._compact import ContextWindowExceeded, auto_compact_limit
 from ._config import BadTurnContext, EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._history import History, Item, UnknownBookmark
@@ -688,7 +690,17 @@ class Codex:
         await self._announce_session(sub.id)
         await self._start_task(sub, first_input)
 
-    async def _start_task(self, sub: Submission, first_input: list[Item]) -> None:
+    async def _configure_and_compact(self, sub: Submission, _: object) -> None:
+        self._session = await self._new_session(self.config.session)
+        await self._announce_session(sub.id)
+        await self._start_task(sub, None)
+
+    async def _start_compaction(self, sub: Submission, _: object) -> None:
+        """``compact``: a Task that compacts the History and makes no Turn."""
+        await self._start_task(sub, None)
+
+    async def _start_task(self, sub: Submission, first_input: list[Item] | None) -> None:
+        """Start a Task on ``first_input``; None starts a compaction Task."""
         session = self._require_session()
         if isinstance(sub.op, UserInput) and sub.op.last_response_id is not None:
             server = session.config.history_mode == "server"
@@ -718,7 +730,7 @@ class Codex:
         self,
         session: Session,
         sub_id: str,
-        first_input: list[Item],
+        first_input: list[Item] | None,
         stop: StopRequest,
         config: SessionConfig,
         sandbox: SandboxStatus,
@@ -749,8 +761,12 @@ class Codex:
             take_context=session.take_context,
             stop_requested=lambda: stop.kind,
             settings=settings,
+            auto_compact_limit=auto_compact_limit(
+                self.config.models.details(config.model).context_window,
+                self.config.model_auto_compact_token_limit,
+            ),
         )
-        return await task.run(first_input)
+        return await (task.compact() if first_input is None else task.run(first_input))
 
     async def _prepare(
         self, op: Op
@@ -1055,6 +1071,9 @@ def _error_for(exc: BaseException) -> ErrorEvent:
 
     if isinstance(exc, ModelError):
         return ErrorEvent(exc.message, exc.code)
+    if isinstance(exc, ContextWindowExceeded):
+        reason = "context_window_exceeded"
+        return ErrorEvent(str(exc), reason, codex_error_info=reason)
     log.exception("task failed", exc_info=exc)
     return ErrorEvent(f"internal error: {exc}", "internal")
 
@@ -1112,6 +1131,10 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     **{(s, ResumeSession): Step("reconfigured", Codex._resume_session) for s in _RUNNING},
     **{(s, ForkSession): Step(None, Codex._fork_session) for s in (_U, _I)},
     **{(s, ForkSession): Step("reconfigured", Codex._fork_session) for s in _RUNNING},
+    # compact: a compaction Task, replacing a running one (as Codex's Op::Compact does).
+    (_U, Compact): Step(None, Codex._configure_and_compact),
+    (_I, Compact): Step(None, Codex._start_compaction),
+    **{(s, Compact): Step("replaced", Codex._start_compaction) for s in _RUNNING},
     # shutdown: abort, release, say goodbye.
     **{(s, Shutdown): Step("shutdown", Codex._shutdown) for s in State},
 }

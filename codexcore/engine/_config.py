@@ -117,6 +117,10 @@ class EngineConfig:
     acknowledged as a duplicate and not run again: what makes a client's
     resend after a reconnect safe.
 
+    ``model_auto_compact_token_limit`` is the total tokens (of a response's usage)
+    at which a Task compacts its conversation between two Turns; None (the
+    default) means 90% of the model's context window (``engine._models``).
+
     ``lean_transport`` sends model requests over codexcore's own HTTP/1.1
     transport instead of httpx's (httpcore): less start-up and CPU per
     request, but respx's default mode does not see those requests, and
@@ -146,3 +150,4 @@ class EngineConfig:
     lean_transport: bool = False
     models: ModelCatalog = attrs.field(factory=ModelCatalog)
     project_doc_max_bytes: int = 32 * 1024
+    model_auto_compact_token_limit: int | None = None

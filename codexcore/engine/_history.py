@@ -7,6 +7,12 @@ outputs of the tool calls that response made. A bookmark maps a
 from any earlier response is taking that segment as the new head and the
 conversation stays well formed (every call answered). Nothing is copied, and
 an abandoned branch stays reachable through its own bookmarks.
+
+A compaction (:meth:`History.compact`) starts a new chain: one segment with no
+parent and no response, holding the compacted conversation. Nothing before it
+is sent again, and in ``server`` mode the next request names no
+``previous_response_id`` (the provider's stored chain holds the whole old
+conversation, which is what compacting is meant to leave behind).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ class Segment:
     items: tuple[Item, ...]
     parent: Segment | None
     response_id: str | None
+    compacted: bool = False  # the base of a chain: a compacted conversation
 
 
 class UnknownBookmark(KeyError):
@@ -36,14 +43,17 @@ class History:
     """The Session's conversation; :meth:`items` is what ``client`` mode resends.
 
     ``journal``, when set, is told every change (``turn``, ``tool_outputs``,
-    ``fork``) so a rollout can record it; :meth:`replay` applies a recorded
-    change without telling the journal.
+    ``fork``, ``compacted``) so a rollout can record it; :meth:`replay` applies
+    a recorded change without telling the journal.
     """
 
     def __init__(self, journal: Journal | None = None) -> None:
         self.head: Segment | None = None
         self.journal = journal
         self._bookmarks: dict[str, Segment] = {}
+        # Total tokens of the newest response (how full the context is), None after a
+        # compaction or when unknown: what the auto-compact limit is checked against.
+        self.context_tokens: int | None = None
 
     @property
     def last_response_id(self) -> str | None:
@@ -67,6 +77,7 @@ class History:
             segment = Segment((), None, response_id)
             self._bookmarks[response_id] = segment
         self.head = segment
+        self.context_tokens = None  # that response's size is not known here
         self._tell("fork", (), response_id)
 
     def knows(self, response_id: str) -> bool:
@@ -81,6 +92,19 @@ class History:
         if response_id is not None:
             self._bookmarks[response_id] = self.head
         self._tell("turn", self.head.items, response_id)
+
+    def compact(self, items: Iterable[Item], *, forget: bool = True) -> None:
+        """Replace the conversation by ``items`` (its compacted form): a new chain.
+
+        With ``forget`` the bookmarks of the old conversation are dropped too, so a
+        long session's memory holds only what it still sends; a rollout keeps them
+        (``fork_session`` from the file still reaches them).
+        """
+        if forget:
+            self._bookmarks.clear()
+        self.context_tokens = None
+        self.head = Segment(tuple(items), None, None, compacted=True)
+        self._tell("compacted", self.head.items, None)
 
     def items(self) -> list[Item]:
         """Every item from the first Turn to the head, in order."""
@@ -104,6 +128,9 @@ class History:
                 self.record_tool_outputs(items, response_id)
             elif kind == "fork" and response_id is not None:
                 self.fork(response_id, allow_external=True)
+            elif kind == "compacted":
+                # A loaded session keeps the old bookmarks: fork_session may name one.
+                self.compact(items, forget=False)
         finally:
             self.journal = journal
 
@@ -112,7 +139,9 @@ class History:
         segments = list(self._walk())[::-1]
         changes: list[tuple[str, tuple[Item, ...], str | None]] = []
         for index, segment in enumerate(segments):
-            if segment.response_id is not None:
+            if segment.compacted:
+                changes.append(("compacted", segment.items, None))
+            elif segment.response_id is not None:
                 changes.append(("turn", segment.items, segment.response_id))
             else:
                 parent = segments[index - 1] if index else None

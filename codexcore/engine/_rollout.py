@@ -11,8 +11,11 @@ one record a line:
   short updates) is in the History's own records, so resume and fork know
   what not to send again
 - ``{"type": "turn", "items", "response_id"}``, ``{"type": "tool_outputs", …}``,
-  ``{"type": "fork", "response_id"}``: every change to the History, so that
-  replaying them rebuilds it exactly, bookmarks included
+  ``{"type": "fork", "response_id"}``, ``{"type": "compacted", "items",
+  "response_id": null}``: every change to the History, so that replaying them
+  rebuilds it exactly, bookmarks included (a ``compacted`` record holds the
+  whole replacement history, Codex's ``CompactedItem.replacement_history``, so
+  resuming needs no model and rebuilds exactly what was sent)
 - ``{"type": "event", "event": {...}}``: every event but the streaming deltas
   (whose content the complete events carry), recorded before the event is
   queued for any UI
@@ -324,13 +327,14 @@ def journal(writer: RolloutWriter) -> Journal:
 
 # --- reading -------------------------------------------------------------------
 
-_CHANGES = ("turn", "tool_outputs", "fork")
+_CHANGES = ("turn", "tool_outputs", "fork", "compacted")
 _FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "session_meta": {"session_id": (str,), "created_at": (str,), "cwd": (str,)},
     "config": {"config": (dict,)},
     "turn": {"items": (list,), "response_id": (str, NoneType)},
     "tool_outputs": {"items": (list,), "response_id": (str, NoneType)},
     "fork": {"response_id": (str,)},
+    "compacted": {"items": (list,)},
     "event": {"event": (dict,)},
 }
 """The fields each record type must have, and their JSON types. A record type
@@ -465,7 +469,7 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
         elif kind in _CHANGES:
             if kind != "tool_outputs":
                 _close_unanswered(history)
-            history.replay(kind, tuple(record.get("items") or ()), record["response_id"])
+            history.replay(kind, tuple(record.get("items") or ()), record.get("response_id"))
         elif kind == "event" and record["event"].get("msg", {}).get("type") == "token_count":
             last_count = record["event"]
     if meta is None:

@@ -5,6 +5,12 @@ they arrive), records the response in the History under its ``response_id``,
 runs the function calls it holds, and reports ``turn_complete``. The outputs
 of one Turn are the input of the next; a Turn with nothing to feed back ends
 the Task.
+
+A Task keeps its conversation within the model's context window (see
+:mod:`._compact`): between two Turns, when the last response's total tokens
+reached the auto-compact limit, it compacts the History and goes on; when the
+model answers "context length exceeded", it compacts once and sends the Turn
+again. When neither helps it ends with :class:`ContextWindowExceeded`.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import attrs
 
 from ..model import (
     Completed,
+    ModelError,
     OutputItemDone,
     OutputTextDelta,
     ReasoningSummaryDelta,
@@ -42,6 +49,7 @@ from ..protocol import (
     WarningEvent,
 )
 from ._approvals import TaskAborted
+from ._compact import Compactor, ContextWindowExceeded, is_context_window_exceeded
 from ._config import SessionConfig
 from ._history import History, Item
 from ._instructions import ContextTracker
@@ -101,6 +109,7 @@ class TurnResult:
     response_id: str | None
     called_tools: bool
     last_message: str | None
+    total_tokens: int | None = None  # the response's usage: how full the context is
 
 
 class Task:
@@ -125,12 +134,15 @@ class Task:
         stop_requested: Callable[[], StopKind | None] = lambda: None,
         take_context: Callable[[], list[Item]] = list,
         settings: TurnSettings | None = None,
+        auto_compact_limit: int | None = None,
     ) -> None:
         """``take_context`` gives items for the next request that, unlike injected
         input, never make the Task send another request (user shell records).
         ``settings``, when given, is read before each request, so a change of the
         per-turn settings applies from the next request on; without it the Task
-        runs under ``config`` and ``tools`` throughout."""
+        runs under ``config`` and ``tools`` throughout. ``auto_compact_limit`` is
+        the total tokens at which the History is compacted between two Turns
+        (None: never)."""
         self._session_id = session_id
         self._config = config
         self._history = history
@@ -141,6 +153,8 @@ class Task:
         self._stop_requested = stop_requested
         self._take_context = take_context
         self._settings = settings or TurnSettings(lambda: config, lambda _: tools)
+        self._limit = auto_compact_limit
+        self._compacted = False  # since the last Turn that was under the limit
 
     async def run(self, first_input: list[Item]) -> TaskComplete:
         """Turns until one calls no tool and no input was injected, or until a
@@ -148,14 +162,72 @@ class Task:
         injected input where it is, for the next Task."""
         new_items = first_input
         last_message: str | None = None
+        # A conversation a previous Task left above the limit is compacted first.
+        await self._compact_if_full(self._history.context_tokens)
         while True:
-            turn = await self._turn([*new_items, *self._take_injected(), *self._take_context()])
+            turn = await self._fitting_turn(
+                [*new_items, *self._take_injected(), *self._take_context()]
+            )
             last_message = turn.last_message or last_message
             if (stopped_by := self._stop_requested()) is not None:
                 return TaskComplete(last_message, turn.response_id, stopped_by)
             new_items = self._take_injected()
             if not (turn.called_tools or new_items):
                 return TaskComplete(last_message, turn.response_id)
+            await self._compact_if_full(turn.total_tokens)
+
+    @property
+    def _compactor(self) -> Compactor:
+        """A compactor under the settings as they are now (an override may have
+        changed the model), counting its tokens with the Session's."""
+        return Compactor(
+            self._session_id, self._config, self._history, self._client, self._emit, self._count
+        )
+
+    async def compact(self) -> TaskComplete:
+        """The ``compact`` op's Task: one compaction and no Turn, unless input was
+        injected meanwhile: the Task then goes on with it, as any Task would (a
+        pending ``stop`` leaves it for the next Task)."""
+        await self._compactor.compact("manual")
+        self._compacted = True
+        if self._stop_requested() is None and (injected := self._take_injected()):
+            return await self.run(injected)
+        return TaskComplete(stopped_by=self._stop_requested())
+
+    async def _compact_if_full(self, total_tokens: int | None) -> None:
+        """Compact when the context holds ``total_tokens`` at or above the limit; a
+        conversation still above it right after compacting cannot be helped."""
+        if self._limit is None or total_tokens is None or total_tokens < self._limit:
+            self._compacted = False
+            return
+        if self._compacted:
+            raise ContextWindowExceeded(
+                f"the conversation is still above the auto-compact limit ({total_tokens} "
+                f"of {self._limit} tokens) after compacting it: start a new session, "
+                "or send less at once"
+            )
+        self._compacted = True
+        await self._compactor.compact("auto")
+
+    async def _fitting_turn(self, new_items: list[Item]) -> TurnResult:
+        """A Turn; if the model says it does not fit the context window, compact
+        (``new_items`` with the rest) and send the Turn once more."""
+        try:
+            return await self._turn(new_items)
+        except ModelError as exc:
+            if not is_context_window_exceeded(exc):
+                raise
+        await self._compactor.compact("context_window_exceeded", new_items)
+        self._compacted = True
+        try:
+            return await self._turn([])
+        except ModelError as exc:
+            if is_context_window_exceeded(exc):
+                raise ContextWindowExceeded(
+                    f"the conversation does not fit the model's context window even "
+                    f"compacted: {exc.message}"
+                ) from exc
+            raise
 
     async def _settle(self) -> list[Item]:
         """Take up the per-turn settings as they are now; the contextual items
@@ -189,11 +261,12 @@ class Task:
         )
         started = datetime.now(UTC)
         clock = time.monotonic()
-        response_id, output = await self._stream(body)
+        response_id, output, total_tokens = await self._stream(body)
         latency_ms = round((time.monotonic() - clock) * 1000)
         self._history.record([*new_items, *output], response_id)
         if self._settings.context is not None:
             self._settings.context.sent(self._config)
+        self._history.context_tokens = total_tokens
         # Every call is answered, the ones no tool runs with an error: an
         # unanswered call makes the next request malformed.
         calls = [item for item in output if is_call(item)]
@@ -203,12 +276,15 @@ class Task:
             await self._report_diff(diff)
         await self._emit(TurnComplete(response_id, body.get("model"), _iso(started), latency_ms))
         messages = [message_text(i) for i in output if i.get("type") == "message"]
-        return TurnResult(response_id, bool(calls), messages[-1] if messages else None)
+        last = messages[-1] if messages else None
+        return TurnResult(response_id, bool(calls), last, total_tokens)
 
-    async def _stream(self, body: dict[str, Any]) -> tuple[str | None, list[Item]]:
-        """Stream one response; returns its id and its completed output items."""
+    async def _stream(self, body: dict[str, Any]) -> tuple[str | None, list[Item], int | None]:
+        """Stream one response; returns its id, its completed output items and its
+        total tokens (None when it reported no usage)."""
         output: list[Item] = []
         response_id = None
+        total_tokens = None
         async for event in self._client.stream(body):
             if isinstance(event, OutputTextDelta | RefusalDelta):
                 await self._emit(AgentMessageDelta(event.delta))
@@ -220,11 +296,12 @@ class Task:
             elif isinstance(event, Completed):
                 response_id = event.response_id
                 if event.usage is not None:
+                    total_tokens = event.usage.total_tokens
                     await self._count(TokenUsage(**attrs.asdict(event.usage)))
             elif isinstance(event, RetryScheduled):
                 output.clear()  # the retried response starts over
                 await self._emit(StreamError(event.reason, event.attempt, event.max_attempts))
-        return response_id, output
+        return response_id, output, total_tokens
 
     async def _count(self, last: TokenUsage) -> None:
         window = self._settings.catalog.details(self._config.model).context_window

@@ -195,6 +195,7 @@ class ModelClient:
     async def _attempt(self, body: bytes, attempt: int) -> AsyncGenerator[StreamEvent, None]:
         """One HTTP request; failures worth retrying raise ``RetryableError``."""
         _log.debug("model.request", url=self._url, attempt=attempt)
+        response: httpx.Response | None = None
         try:
             async with self._http.stream(
                 "POST",
@@ -213,6 +214,17 @@ class ModelClient:
                     await reader.aclose()
         except httpx.RequestError as exc:
             raise _transport_failure(exc) from exc
+        finally:
+            if response is not None and response.is_closed:
+                _release(response)
+
+
+def _release(response: httpx.Response) -> None:
+    """Break the cycle httpx makes (a response and its stream hold each other) once
+    the response is closed, so it, its request and the request's body (a resent
+    conversation: up to megabytes) go as soon as the attempt ends, not at the next
+    full garbage collection: a long Task kept every body it sent until then."""
+    response.stream = httpx.ByteStream(b"")
 
 
 class _ResponseReader:

@@ -12,6 +12,12 @@ from ._codec import (
     encode_submission,
     to_wire,
 )
+from ._compaction import (
+    Compact,
+    CompactionTrigger,
+    ContextCompacted,
+    ContextCompactionStarted,
+)
 from ._envelope import Event, Submission
 from ._events import (
     TERMINAL_EVENT_TYPES,
@@ -119,8 +125,12 @@ __all__ = [
     "ApprovalPolicy",
     "Checkpoint",
     "Closing",
+    "Compact",
+    "CompactionTrigger",
     "ConfigureSession",
     "ConnectionMsg",
+    "ContextCompacted",
+    "ContextCompactionStarted",
     "ControlChanged",
     "ControlMessages",
     "DeleteChange",

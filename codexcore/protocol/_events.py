@@ -13,6 +13,7 @@ from typing import Annotated
 
 import attrs
 
+from ._compaction import ContextCompacted, ContextCompactionStarted
 from ._types import (
     AbortReason,
     ApprovalPolicy,
@@ -297,10 +298,16 @@ class StreamError(Tagged):
 @EVENT_MSGS.register("error")
 @attrs.frozen(repr=False, eq=False)
 class ErrorEvent(Tagged):
-    """Under a Task's id: the Task ended. Under another id: that submission was rejected."""
+    """Under a Task's id: the Task ended. Under another id: that submission was rejected.
+
+    ``codex_error_info`` classifies the error as Codex's ``CodexErrorInfo`` does, where
+    codexcore knows the class: ``context_window_exceeded`` when the conversation no
+    longer fits the model's context window, even after compacting it.
+    """
 
     message: str
     code: str
+    codex_error_info: str | None = None
 
 
 @EVENT_MSGS.register("turn_aborted")
@@ -394,6 +401,8 @@ EventMsg = Annotated[
     | SubmissionAck
     | SessionList
     | SessionHistory
+    | ContextCompactionStarted
+    | ContextCompacted
     | ShutdownComplete,
     EVENT_MSGS,
 ]

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import attrs
 
+from ._compaction import Compact
 from ._types import (
     ApprovalPolicy,
     HistoryMode,
@@ -275,6 +276,7 @@ Op = Annotated[
     | RunUserShellCommand
     | Shutdown
     | UserTurn
-    | OverrideTurnContext,
+    | OverrideTurnContext
+    | Compact,
     OPS,
 ]
