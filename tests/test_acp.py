@@ -1,0 +1,329 @@
+"""``codexcore acp`` as a real subprocess, driven by the ``agent-client-protocol`` package's
+own client side against a real scripted HTTP model; every message is checked against
+the protocol's schema (tests/acp_helpers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import RequestError
+from acp.schema import McpServerStdio, ResourceContentBlock, TextContentBlock
+
+from codexcore.testing import (
+    ScriptedModel,
+    ScriptedResponsesServer,
+    function_call_response,
+    incomplete_response,
+    shell_call,
+    text_response,
+)
+
+from .acp_helpers import PY, RecordingClient, acp_agent, serving
+
+pytestmark = pytest.mark.anyio
+
+
+def prompt_text(value: str) -> list[Any]:
+    return [TextContentBlock(type="text", text=value)]
+
+
+def patch_call(call_id: str, body: str) -> Any:
+    return function_call_response("apply_patch", {"input": body}, call_id=call_id)
+
+
+def outputs_of(request: dict[str, Any]) -> dict[str, str]:
+    """The function_call_output items of a model request, by call_id."""
+    return {
+        item["call_id"]: item["output"]
+        for item in request["input"]
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }
+
+
+def alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
+
+
+async def test_a_prompt_with_a_command_that_needs_permission_and_a_patch(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("one\ntwo\nthree\n")
+    command = [PY, "-c", "print('hello from the command')"]
+    model = ScriptedModel(
+        [
+            shell_call(command, call_id="c1"),
+            patch_call(
+                "p1",
+                "*** Begin Patch\n*** Update File: notes.txt\n"
+                "@@\n one\n-two\n+TWO\n three\n*** End Patch",
+            ),
+            text_response("All done.", chunks=3),
+        ]
+    )
+    client = RecordingClient(fs=True)
+    async with serving(model, client, tmp_path) as (conn, checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        modes = session.modes
+        assert modes is not None
+        assert {m.id for m in modes.available_modes} >= {
+            "read-only",
+            "ask",
+            "auto",
+            "full-access",
+        }
+        assert (
+            modes.current_mode_id == "auto"
+        )  # config.toml's defaults: on-request, workspace-write
+        await conn.set_session_mode(session_id=session.session_id, mode_id="ask")
+        await client.wait_for(lambda: client.of("current_mode_update"))
+        response = await asyncio.wait_for(
+            conn.prompt(session_id=session.session_id, prompt=prompt_text("edit the notes")), 30
+        )
+    assert response.stop_reason == "end_turn"
+    assert response.usage is not None
+    assert response.usage.total_tokens == 450
+    # The command: announced pending, asked with the four options, run, output streamed, exit code.
+    # Mode "ask" (approval untrusted): the command and the patch are both asked about.
+    assert [p.tool_call.tool_call_id for p in client.permissions] == ["c1", "p1"]
+    asked = client.permissions[0]
+    assert [o.kind for o in asked.options] == [
+        "allow_once",
+        "allow_always",
+        "reject_once",
+        "reject_always",
+    ]
+    c1 = client.call("c1")
+    assert c1[0].session_update == "tool_call"
+    assert c1[0].kind == "execute"
+    assert c1[0].status == "pending"
+    assert c1[0].title == shlex.join(command)
+    assert [u.status for u in c1 if u.status][1:] == ["in_progress", "completed"]
+    final = c1[-1]
+    shown = final.content[0].content.text
+    assert "hello from the command" in shown
+    assert "exit code 0" in shown
+    assert final.raw_output["exit_code"] == 0
+    # The patch: an edit with the whole old and new texts, a location, completed.
+    p1 = client.call("p1")
+    assert p1[0].kind == "edit"
+    assert p1[0].status == "pending"
+    assert client.permissions[1].tool_call.kind == "edit"
+    [diff] = p1[0].content
+    assert diff.type == "diff"
+    assert diff.path == str(target)
+    assert (diff.old_text, diff.new_text) == ("one\ntwo\nthree\n", "one\nTWO\nthree\n")
+    assert [loc.path for loc in p1[0].locations] == [str(target)]
+    assert [u.status for u in p1] == ["pending", "in_progress", "completed"]
+    assert target.read_text() == "one\nTWO\nthree\n"
+    assert client.writes == [(str(target), "one\nTWO\nthree\n")]  # the editor records the edit
+    # The answer streamed as chunks, after the tool calls.
+    assert client.text() == "All done."
+    assert len(client.of("agent_message_chunk")) == 3
+    assert outputs_of(model.requests[1])["c1"].count("hello from the command") == 1
+    assert "session/request_permission" in checker.methods
+
+
+async def test_cancel_mid_command_answers_cancelled_and_leaves_no_process(tmp_path: Path) -> None:
+    # The command starts a child of its own: the whole process group must go.
+    script = (
+        "import subprocess, sys, time, os; "
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print(os.getpid(), c.pid, flush=True); time.sleep(60)"
+    )
+    model = ScriptedModel(
+        [shell_call([PY, "-c", script], call_id="c1"), text_response("still here")]
+    )
+    client = RecordingClient()
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="full-access")
+        prompt = asyncio.create_task(
+            conn.prompt(session_id=session.session_id, prompt=prompt_text("sleep"))
+        )
+        started = await client.wait_for(
+            lambda: [
+                u
+                for u in client.call("c1")
+                if u.content and u.content[0].content.text.strip("`\n ")
+            ]
+        )
+        pids = [int(p) for p in started[0].content[0].content.text.strip("`\n ").split()]
+        assert all(alive(pid) for pid in pids)
+        await conn.cancel(session_id=session.session_id)
+        response = await asyncio.wait_for(prompt, 20)
+        assert response.stop_reason == "cancelled"
+        for _ in range(200):  # the kill is signalled, not announced: poll /proc
+            if not any(alive(pid) for pid in pids):
+                break
+            await asyncio.sleep(0.05)
+        assert not any(alive(pid) for pid in pids), pids
+        assert client.call("c1")[-1].status == "failed"  # its final state, not left running
+        # The session goes on after a cancel.
+        again = await conn.prompt(session_id=session.session_id, prompt=prompt_text("hi"))
+        assert again.stop_reason == "end_turn"
+        assert client.text().endswith("still here")
+
+
+async def test_a_rejection_is_told_to_the_model_and_reject_always_is_remembered(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "ran"
+    command = [PY, "-c", f"open({str(marker)!r}, 'w').close()"]
+    model = ScriptedModel(
+        [
+            shell_call(command, call_id="c1"),
+            text_response("Understood, I will not."),
+            shell_call(command, call_id="c2"),
+            text_response("Still not."),
+        ]
+    )
+    client = RecordingClient(answer=lambda request: "reject_always")
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="ask")
+        first = await conn.prompt(session_id=session.session_id, prompt=prompt_text("run it"))
+        second = await conn.prompt(session_id=session.session_id, prompt=prompt_text("again"))
+    assert (first.stop_reason, second.stop_reason) == ("end_turn", "end_turn")
+    assert not marker.exists()
+    told = outputs_of(model.requests[1])["c1"]
+    assert "denied" in told
+    assert "rejected it in the editor" in told
+    # Asked once: the second time the same command is refused without asking.
+    assert [p.tool_call.tool_call_id for p in client.permissions] == ["c1"]
+    assert "rejected" in outputs_of(model.requests[3])["c2"]
+    for call_id in ("c1", "c2"):
+        final = client.call(call_id)[-1]
+        assert final.status == "failed"
+        assert "reject" in final.content[0].content.text
+
+
+async def test_a_cancelled_permission_request_denies(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", f"open({str(marker)!r}, 'w').close()"], call_id="c1"),
+            text_response("ok"),
+        ]
+    )
+    client = RecordingClient(answer=lambda request: None)
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="ask")
+        response = await conn.prompt(session_id=session.session_id, prompt=prompt_text("go"))
+    assert response.stop_reason == "end_turn"
+    assert not marker.exists()
+    assert "cancelled" in outputs_of(model.requests[1])["c1"]
+    assert client.call("c1")[-1].status == "failed"
+
+
+async def test_session_load_replays_the_recorded_session_then_goes_on(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", "print('recorded output')"], call_id="c1"),
+            text_response("First answer.", reasoning="thinking it over"),
+            text_response("Second answer."),
+        ]
+    )
+    async with ScriptedResponsesServer(model) as http:
+        first = RecordingClient()
+        async with acp_agent(first, http.base_url, tmp_path) as (conn, _, _checker):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            await conn.set_session_mode(session_id=session.session_id, mode_id="full-access")
+            await conn.prompt(session_id=session.session_id, prompt=prompt_text("run"))
+        client = RecordingClient()
+        async with acp_agent(client, http.base_url, tmp_path) as (conn, _, _checker):
+            loaded = await conn.load_session(
+                cwd=str(tmp_path), session_id=session.session_id, mcp_servers=[]
+            )
+            replayed = list(client.updates)  # everything sent before the response
+            response = await conn.prompt(session_id=session.session_id, prompt=prompt_text("more"))
+    assert loaded is not None
+    assert loaded.modes is not None
+    kinds = [u.session_update for u in replayed]
+    assert "agent_message_chunk" in kinds
+    assert "agent_thought_chunk" in kinds
+    assert "".join(
+        u.content.text for u in replayed if u.session_update == "agent_message_chunk"
+    ) == ("First answer.")
+    calls = [u for u in replayed if getattr(u, "tool_call_id", None) == "c1"]
+    assert calls[0].session_update == "tool_call"
+    assert calls[0].kind == "execute"
+    assert calls[-1].status == "completed"
+    assert "recorded output" in calls[-1].content[0].content.text
+    assert not client.permissions
+    # Live again: the model is sent the recorded conversation with the new prompt.
+    assert response.stop_reason == "end_turn"
+    assert client.text().endswith("Second answer.")
+    sent = str(model.requests[2]["input"]) + str(model.requests[2].get("previous_response_id"))
+    assert "more" in sent
+
+
+async def test_a_client_without_fs_gets_files_read_and_written_on_disk(tmp_path: Path) -> None:
+    linked = tmp_path / "linked.py"
+    linked.write_text("ANSWER = 42  # on disk\n")
+    model = ScriptedModel(
+        [
+            patch_call("p1", "*** Begin Patch\n*** Add File: new.txt\n+fresh\n*** End Patch"),
+            text_response("done"),
+        ]
+    )
+    client = RecordingClient(fs=False)
+    async with serving(model, client, tmp_path) as (conn, checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        link = ResourceContentBlock(type="resource_link", uri=linked.as_uri(), name="linked.py")
+        response = await conn.prompt(
+            session_id=session.session_id, prompt=[*prompt_text("look at"), link]
+        )
+    assert response.stop_reason == "end_turn"
+    sent = str(model.requests[0]["input"])
+    assert "ANSWER = 42  # on disk" in sent
+    assert linked.as_uri() in sent
+    assert (tmp_path / "new.txt").read_text() == "fresh\n"
+    [diff] = client.call("p1")[0].content
+    assert (diff.old_text, diff.new_text) == (None, "fresh\n")
+    assert not client.reads
+    assert not client.writes
+    assert not any(m.startswith("fs/") for m in checker.methods)
+
+
+async def test_a_linked_file_is_read_from_the_editor_buffer(tmp_path: Path) -> None:
+    linked = tmp_path / "linked.py"
+    linked.write_text("ANSWER = 42  # saved\n")
+    model = ScriptedModel([text_response("seen")])
+    client = RecordingClient(fs=True, buffers={str(linked): "ANSWER = 43  # unsaved edit\n"})
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        link = ResourceContentBlock(type="resource_link", uri=linked.as_uri(), name="linked.py")
+        await conn.prompt(session_id=session.session_id, prompt=[link])
+    assert client.reads == [str(linked)]
+    sent = str(model.requests[0]["input"])
+    assert "ANSWER = 43  # unsaved edit" in sent
+    assert "saved" not in sent.replace("unsaved", "")
+
+
+async def test_stop_reasons_errors_and_mcp_servers_are_reported(tmp_path: Path) -> None:
+    model = ScriptedModel([incomplete_response("max_output_tokens", text="partial")])
+    client = RecordingClient()
+    server = McpServerStdio(name="files", command="mcp-files", args=[], env=[])
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[server])
+        assert session.field_meta is not None
+        [notice] = session.field_meta["codexcore"]["notices"]
+        assert "'files'" in notice
+        assert "not started" in notice
+        response = await conn.prompt(session_id=session.session_id, prompt=prompt_text("go"))
+        assert response.stop_reason == "max_tokens"
+        assert client.text().startswith(notice)
+        with pytest.raises(RequestError) as unknown:
+            await conn.prompt(session_id="nope", prompt=prompt_text("x"))
+        assert "unknown session 'nope'" in str(unknown.value)
+        with pytest.raises(RequestError) as bad_mode:
+            await conn.set_session_mode(session_id=session.session_id, mode_id="yolo")
+        assert "unknown mode 'yolo'" in str(bad_mode.value)
+        with pytest.raises(RequestError) as bad_cwd:
+            await conn.new_session(cwd="relative/dir", mcp_servers=[])
+        assert "absolute path" in str(bad_cwd.value)
