@@ -97,6 +97,7 @@ from codexcore.protocol import (
     Shutdown,
     TextInput,
     TokenCount,
+    WarningEvent,
 )
 
 from ._acp_map import (
@@ -348,7 +349,7 @@ class AcpSession:
             return
         prompt = self.prompt
         if prompt is None or event.id != prompt.sub_id:
-            log.debug("event outside a prompt", type=msg.TYPE, id=event.id)
+            self._aside(event)
             return
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             await self._approval(msg)
@@ -366,6 +367,15 @@ class AcpSession:
                 await self.send(self.mapper.refused_call(call_id, "cancelled: the task ended"))
             if not prompt.future.done():
                 prompt.future.set_result(msg)
+
+    def _aside(self, event: Event) -> None:
+        """An event outside a prompt (under a configure, say): a warning is kept
+        for the next prompt, so the user still reads it; errors here answer our
+        own late approvals (after a cancel) and are only logged."""
+        if isinstance(event.msg, WarningEvent):
+            self.notices.append(f"warning: {event.msg.message}")
+        else:
+            log.debug("event outside a prompt", type=event.msg.TYPE, id=event.id)
 
     async def send(self, update: Update | CurrentModeUpdate) -> None:
         await self.agent.conn.session_update(session_id=self.id, update=update)
