@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 from acp import RequestError
-from acp.schema import McpServerStdio, ResourceContentBlock, TextContentBlock
+from acp.schema import (
+    EmbeddedResourceContentBlock,
+    ImageContentBlock,
+    McpServerStdio,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
+)
 
 from codexcore.testing import (
     ScriptedModel,
@@ -26,6 +33,12 @@ from codexcore.testing import (
 from .acp_helpers import PY, RecordingClient, acp_agent, serving
 
 pytestmark = pytest.mark.anyio
+
+# A 1x1 transparent PNG.
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6"
+    "kgAAAABJRU5ErkJggg=="
+)
 
 
 def prompt_text(value: str) -> list[Any]:
@@ -43,6 +56,17 @@ def outputs_of(request: dict[str, Any]) -> dict[str, str]:
         for item in request["input"]
         if isinstance(item, dict) and item.get("type") == "function_call_output"
     }
+
+
+def texts_of(request: dict[str, Any]) -> list[str]:
+    """The input_text parts of a model request's messages."""
+    return [
+        part["text"]
+        for item in request["input"]
+        if isinstance(item, dict) and item.get("type") == "message"
+        for part in item["content"]
+        if part.get("type") == "input_text"
+    ]
 
 
 def alive(pid: int) -> bool:
@@ -275,11 +299,21 @@ async def test_a_client_without_fs_gets_files_read_and_written_on_disk(tmp_path:
     async with serving(model, client, tmp_path) as (conn, checker):
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         link = ResourceContentBlock(type="resource_link", uri=linked.as_uri(), name="linked.py")
+        attached = EmbeddedResourceContentBlock(
+            type="resource",
+            resource=TextResourceContents(uri="file:///elsewhere/spec.md", text="EMBEDDED SPEC"),
+        )
+        image = ImageContentBlock(type="image", mime_type="image/png", data=PNG)
         response = await conn.prompt(
-            session_id=session.session_id, prompt=[*prompt_text("look at"), link]
+            session_id=session.session_id,
+            prompt=[*prompt_text("look at"), link, attached, image],
         )
     assert response.stop_reason == "end_turn"
     sent = str(model.requests[0]["input"])
+    assert '<context ref="file:///elsewhere/spec.md">\nEMBEDDED SPEC\n</context>' in texts_of(
+        model.requests[0]
+    )
+    assert f"data:image/png;base64,{PNG}" in sent
     assert "ANSWER = 42  # on disk" in sent
     assert linked.as_uri() in sent
     assert (tmp_path / "new.txt").read_text() == "fresh\n"
