@@ -42,6 +42,7 @@ from acp.schema import (
     FileEditToolCallContent,
     SessionMode,
     SessionModeState,
+    TerminalToolCallContent,
     TextContentBlock,
     ToolCallLocation,
     ToolCallProgress,
@@ -195,6 +196,7 @@ class ToolCallState:
     title: str
     output: str = ""
     finished: bool = False
+    terminal_id: str | None = None  # the editor terminal it runs in, if any
     # Chunks may split a UTF-8 sequence: decode across them.
     decoder: codecs.IncrementalDecoder = attrs.field(
         factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
@@ -285,16 +287,14 @@ class ToolCallMapper:
         state.output = msg.aggregated_output or state.output
         ok = msg.status == "completed" and msg.exit_code == 0
         said = "timed out" if msg.status == "timed_out" else f"exit code {msg.exit_code}"
-        shown = _fenced(_tail(state.output)) + f"\n\n{said}"
         raw = {"exit_code": msg.exit_code, "status": msg.status, "duration_ms": msg.duration_ms}
-        return [
-            self.progress(
-                msg.call_id,
-                status="completed" if ok else "failed",
-                content=[_content(shown)],
-                raw_output=raw,
-            )
-        ]
+        content: list[Any]
+        if state.terminal_id is not None:  # the output stays in the editor's terminal
+            content = [terminal(state.terminal_id), _content(said)]
+        else:
+            content = [_content(_fenced(_tail(state.output)) + f"\n\n{said}")]
+        status: ToolCallStatus = "completed" if ok else "failed"
+        return [self.progress(msg.call_id, status=status, content=content, raw_output=raw)]
 
     # --- patches
 
@@ -384,6 +384,10 @@ class ToolCallMapper:
     def unfinished(self) -> Iterable[str]:
         """Calls that never got a final status (the Task was cancelled under them)."""
         return [cid for cid, state in self.calls.items() if not state.finished]
+
+
+def terminal(terminal_id: str) -> TerminalToolCallContent:
+    return TerminalToolCallContent(type="terminal", terminal_id=terminal_id)
 
 
 def _content(value: str) -> ContentToolCallContent:

@@ -10,7 +10,8 @@ Method -> engine, one row each:
 
 =======================  ==========================================================
 ``initialize``           protocol version (ours is 1), capabilities; the client's
-                         kept (``fs`` read/write; terminals are not used yet)
+                         kept (``fs`` read/write; ``terminal``: unconfined commands
+                         run in editor terminals, :mod:`._acp_terminal`)
 ``session/new``          a new engine, ``configure_session {cwd}``; the editor's
                          MCP servers go through :func:`client_mcp_servers`
 ``session/load``         ``get_history`` replayed as updates, ``resume_session``
@@ -81,6 +82,8 @@ from codexcore.protocol import (
     EventMsg,
     ExecApproval,
     ExecApprovalRequest,
+    ExecCommandBegin,
+    ExecCommandEnd,
     FileChange,
     GetHistory,
     ImageInput,
@@ -109,7 +112,9 @@ from ._acp_map import (
     mode_of,
     mode_state,
     policies_of,
+    terminal,
 )
+from ._acp_terminal import ClientTerminals
 
 log = get_logger(__name__)
 
@@ -182,9 +187,12 @@ class _Prompt:
 class AcpSession:
     """One ACP session: an engine, the pump that maps its events, the prompt in flight."""
 
-    def __init__(self, agent: CodexAgent, codex: Codex, cwd: str) -> None:
+    def __init__(self, agent: CodexAgent, cwd: str) -> None:
         self.agent = agent
-        self.codex = codex
+        config = agent.config
+        if agent.client_capabilities.terminal:
+            config = attrs.evolve(config, command_runner=ClientTerminals(self).run)
+        self.codex = Codex(config, clients=agent.clients, threadsafe=False)
         self.id = ""
         self.cwd = cwd
         self.mapper = self._mapper()
@@ -197,7 +205,13 @@ class AcpSession:
         self.mode = CUSTOM_MODE
         self.pending_mode: str | None = None
         self.configured: SessionConfigured | None = None
+        self.announced: dict[str, asyncio.Event] = {}
         self._ids = itertools.count(1)
+        self._pump: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the engine and the pump that maps its events."""
+        await self.codex.start()
         self._pump = asyncio.create_task(self._pump_forever(), name="codexcore-acp-pump")
 
     def _mapper(self) -> ToolCallMapper:
@@ -362,11 +376,22 @@ class AcpSession:
             prompt.add_usage(msg)
         for update in self.mapper.updates(msg):
             await self.send(update)
+        if isinstance(msg, ExecCommandBegin) and self.agent.client_capabilities.terminal:
+            self.announced.setdefault(msg.call_id, asyncio.Event()).set()
+        if isinstance(msg, ExecCommandEnd):  # a confined command: no terminal waited for it
+            self.announced.pop(msg.call_id, None)
         if msg.TYPE in TERMINAL_EVENT_TYPES:
             for call_id in self.mapper.unfinished():
                 await self.send(self.mapper.refused_call(call_id, "cancelled: the task ended"))
             if not prompt.future.done():
                 prompt.future.set_result(msg)
+
+    async def show_terminal(self, call_id: str, terminal_id: str) -> None:
+        """Embed an editor terminal in the call's tool call, once the editor knows the call."""
+        await self.announced.setdefault(call_id, asyncio.Event()).wait()
+        self.announced.pop(call_id, None)
+        self.mapper.calls[call_id].terminal_id = terminal_id
+        await self.send(self.mapper.progress(call_id, content=[terminal(terminal_id)]))
 
     def _aside(self, event: Event) -> None:
         """An event outside a prompt (under a configure, say): a warning is kept
@@ -464,7 +489,8 @@ class AcpSession:
             task.cancel()
         with contextlib.suppress(EngineClosed):
             await self.codex.submit(Shutdown(), id=f"acp-{next(self._ids)}")
-        await asyncio.wait({self._pump})
+        if self._pump is not None:
+            await asyncio.wait({self._pump})
         await self.codex.aclose()
 
 
@@ -577,9 +603,9 @@ class CodexAgent:
             raise RequestError(
                 -32602, f"cwd must be an absolute path to a directory: {cwd!r}", None
             )
-        codex = Codex(self.config, clients=self.clients, threadsafe=False)
-        await codex.start()
-        return AcpSession(self, codex, cwd)
+        session = AcpSession(self, cwd)
+        await session.start()
+        return session
 
     def _register(self, session: AcpSession, mcp_servers: Sequence[Any] | None) -> None:
         self.sessions[session.id] = session

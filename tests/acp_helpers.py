@@ -6,9 +6,12 @@ the package ships, as its generated ``acp.schema`` models)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import os
+import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -22,10 +25,15 @@ from acp.schema import (
     AllowedOutcome,
     CancelNotification,
     ClientCapabilities,
+    CreateTerminalRequest,
+    CreateTerminalResponse,
     DeniedOutcome,
+    EnvVariable,
     FileSystemCapabilities,
     InitializeRequest,
     InitializeResponse,
+    KillTerminalRequest,
+    KillTerminalResponse,
     LoadSessionRequest,
     LoadSessionResponse,
     NewSessionRequest,
@@ -35,12 +43,19 @@ from acp.schema import (
     PromptResponse,
     ReadTextFileRequest,
     ReadTextFileResponse,
+    ReleaseTerminalRequest,
+    ReleaseTerminalResponse,
     RequestPermissionRequest,
     RequestPermissionResponse,
     SessionNotification,
     SetSessionModeRequest,
     SetSessionModeResponse,
+    TerminalExitStatus,
+    TerminalOutputRequest,
+    TerminalOutputResponse,
     ToolCallUpdate,
+    WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse,
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
@@ -64,6 +79,11 @@ METHODS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
     "session/request_permission": (RequestPermissionRequest, RequestPermissionResponse),
     "fs/read_text_file": (ReadTextFileRequest, ReadTextFileResponse),
     "fs/write_text_file": (WriteTextFileRequest, WriteTextFileResponse),
+    "terminal/create": (CreateTerminalRequest, CreateTerminalResponse),
+    "terminal/output": (TerminalOutputRequest, TerminalOutputResponse),
+    "terminal/wait_for_exit": (WaitForTerminalExitRequest, WaitForTerminalExitResponse),
+    "terminal/kill": (KillTerminalRequest, KillTerminalResponse),
+    "terminal/release": (ReleaseTerminalRequest, ReleaseTerminalResponse),
 }
 ERROR_SCHEMA = {
     "type": "object",
@@ -148,10 +168,16 @@ class RecordingClient:
         self,
         *,
         fs: bool = True,
+        terminal: bool = False,
         answer: Answer = lambda request: "allow_once",
         buffers: dict[str, str] | None = None,
     ) -> None:
         self.fs = fs
+        self.terminal = terminal
+        self.terminals: dict[str, Terminal] = {}
+        self.created: list[tuple[str, list[str], str | None]] = []
+        self.killed: list[str] = []
+        self.released: list[str] = []
         self.answer = answer
         self.buffers = buffers or {}
         self.updates: list[Any] = []
@@ -162,7 +188,7 @@ class RecordingClient:
 
     def capabilities(self) -> ClientCapabilities:
         fs = FileSystemCapabilities(read_text_file=self.fs, write_text_file=self.fs)
-        return ClientCapabilities(fs=fs, terminal=False)
+        return ClientCapabilities(fs=fs, terminal=self.terminal)
 
     def on_connect(self, conn: Agent) -> None:
         pass
@@ -214,6 +240,55 @@ class RecordingClient:
         self.buffers[path] = content
         return WriteTextFileResponse()
 
+    # --- terminals: the editor runs the command (in its own process group) ---
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> CreateTerminalResponse:
+        terminal_id = f"term-{len(self.terminals) + 1}"
+        self.terminals[terminal_id] = await Terminal.start(
+            [command, *(args or [])], cwd, self._note
+        )
+        self.created.append((command, list(args or []), cwd))
+        await self._note()
+        return CreateTerminalResponse(terminal_id=terminal_id)
+
+    async def terminal_output(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> TerminalOutputResponse:
+        terminal = self.terminals[terminal_id]
+        return TerminalOutputResponse(
+            output=terminal.output.decode(), truncated=False, exit_status=terminal.status()
+        )
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        status = await self.terminals[terminal_id].wait()
+        return WaitForTerminalExitResponse(exit_code=status.exit_code, signal=status.signal)
+
+    async def kill_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> KillTerminalResponse:
+        self.killed.append(terminal_id)
+        await self.terminals[terminal_id].kill()
+        return KillTerminalResponse()
+
+    async def release_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> ReleaseTerminalResponse:
+        self.released.append(terminal_id)
+        await self.terminals[terminal_id].kill()
+        await self._note()
+        return ReleaseTerminalResponse()
+
     async def wait_for(self, predicate: Callable[[], Any], within: float = 20.0) -> Any:
         """Wait until ``predicate()`` is truthy; on timeout, fail showing what came."""
         async with self.changed:
@@ -241,6 +316,59 @@ class RecordingClient:
             for u in self.updates
             if u.session_update in ("tool_call", "tool_call_update") and u.tool_call_id == call_id
         ]
+
+
+class Terminal:
+    """A command the test editor runs for the agent, in a process group of its own."""
+
+    def __init__(
+        self, process: asyncio.subprocess.Process, notify: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.process = process
+        self.notify = notify
+        self.output = bytearray()
+        self.reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(
+        cls, argv: list[str], cwd: str | None, notify: Callable[[], Awaitable[None]]
+    ) -> Terminal:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        return cls(process, notify)
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        while chunk := await self.process.stdout.read(4096):
+            self.output += chunk
+            await self.notify()
+
+    def status(self) -> TerminalExitStatus | None:
+        code = self.process.returncode
+        if code is None:
+            return None
+        if code < 0:
+            return TerminalExitStatus(signal=signal.Signals(-code).name)
+        return TerminalExitStatus(exit_code=code)
+
+    async def wait(self) -> TerminalExitStatus:
+        await self.process.wait()
+        await self.reader
+        status = self.status()
+        assert status is not None
+        return status
+
+    async def kill(self) -> None:
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+        await self.wait()
 
 
 def describe(update: Any) -> str:

@@ -361,3 +361,62 @@ async def test_stop_reasons_errors_and_mcp_servers_are_reported(tmp_path: Path) 
         with pytest.raises(RequestError) as bad_cwd:
             await conn.new_session(cwd="relative/dir", mcp_servers=[])
         assert "absolute path" in str(bad_cwd.value)
+
+
+async def test_unconfined_commands_run_in_the_editor_terminal_confined_ones_here(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(
+        [
+            shell_call([PY, "-c", "print('in the editor terminal')"], call_id="c1"),
+            text_response("ran"),
+            shell_call([PY, "-c", "print('confined here')"], call_id="c2"),
+            text_response("ran again"),
+        ]
+    )
+    client = RecordingClient(terminal=True)
+    async with serving(model, client, tmp_path) as (conn, checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="full-access")
+        first = await conn.prompt(session_id=session.session_id, prompt=prompt_text("run"))
+        await conn.set_session_mode(session_id=session.session_id, mode_id="auto")
+        second = await conn.prompt(session_id=session.session_id, prompt=prompt_text("again"))
+    assert (first.stop_reason, second.stop_reason) == ("end_turn", "end_turn")
+    # Full access: the editor ran it, and the tool call shows its terminal.
+    assert client.created == [(PY, ["-c", "print('in the editor terminal')"], str(tmp_path))]
+    assert client.released == ["term-1"]
+    c1 = client.call("c1")
+    assert c1[1].content[0].type == "terminal"
+    assert c1[1].content[0].terminal_id == "term-1"
+    assert c1[-1].status == "completed"
+    assert [c.type for c in c1[-1].content] == ["terminal", "content"]
+    assert c1[-1].content[1].content.text == "exit code 0"
+    assert "in the editor terminal" in outputs_of(model.requests[1])["c1"]
+    # Auto (workspace-write): confined by codexcore's sandbox, not in the editor.
+    assert len(client.created) == 1
+    assert "confined here" in client.call("c2")[-1].content[0].content.text
+    assert "terminal/create" in checker.methods
+
+
+async def test_cancel_kills_and_releases_the_editor_terminal(tmp_path: Path) -> None:
+    script = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+    model = ScriptedModel([shell_call([PY, "-c", script], call_id="c1")])
+    client = RecordingClient(terminal=True)
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="full-access")
+        prompt = asyncio.create_task(
+            conn.prompt(session_id=session.session_id, prompt=prompt_text("sleep"))
+        )
+        await client.wait_for(lambda: [u for u in client.call("c1") if u.content])
+        terminal = client.terminals["term-1"]
+        await client.wait_for(lambda: terminal.output.strip())
+        pid = int(terminal.output)
+        await conn.cancel(session_id=session.session_id)
+        response = await asyncio.wait_for(prompt, 20)
+    assert response.stop_reason == "cancelled"
+    assert client.killed == ["term-1"]
+    assert client.released == ["term-1"]
+    assert terminal.process.returncode is not None
+    assert not alive(pid)
+    assert client.call("c1")[-1].status == "failed"

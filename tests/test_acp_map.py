@@ -1,5 +1,6 @@
 """The ACP mapping tables without a process: diffs to whole texts, event rows, modes,
-and that only ``codexcore acp`` loads the optional package."""
+the engine's command-runner seam, and that only ``codexcore acp`` loads the optional
+package."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
+from codexcore import Codex
 from codexcore.adapters._acp_diff import DiffMismatch, old_and_new
 from codexcore.adapters._acp_map import (
     CUSTOM_MODE,
@@ -21,15 +23,23 @@ from codexcore.adapters._acp_map import (
     mode_state,
     policies_of,
 )
+from codexcore.engine import ExecResult
 from codexcore.protocol import (
     AgentMessage,
     AgentMessageDelta,
+    ConfigureSession,
     ExecCommandBegin,
     ExecCommandEnd,
     ExecCommandOutputDelta,
     SandboxPolicy,
+    TaskComplete,
+    TextInput,
     UpdateChange,
+    UserInput,
 )
+from codexcore.testing import ScriptedModel, shell_call, text_response
+
+from .engine_helpers import Recorder, engine_config
 
 OLD = "a\nb\nc\nd\n"
 NEW = "a\nB\nc\nd\ne\n"
@@ -131,3 +141,44 @@ def test_only_the_acp_command_loads_the_acp_package() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.anyio
+async def test_the_engine_hands_unconfined_commands_to_its_command_runner(tmp_path: Path) -> None:
+    """The engine seam the ACP agent's editor terminals use: unconfined commands go to
+    ``command_runner`` between their begin and end events; confined ones never do."""
+    ran: list[tuple[str, tuple[str, ...], str, int]] = []
+
+    async def runner(call_id: str, argv: tuple[str, ...], cwd: str, timeout_ms: int) -> ExecResult:
+        ran.append((call_id, argv, cwd, timeout_ms))
+        return ExecResult(3, "elsewhere\n", "", "elsewhere\n", 5, timed_out=False)
+
+    model = ScriptedModel(
+        [
+            shell_call(["build", "--all"], call_id="c1", timeout_ms=4000),
+            text_response("done"),
+            shell_call([sys.executable, "-c", "print('here')"], call_id="c2"),
+            text_response("done"),
+        ]
+    )
+    config = attrs.evolve(engine_config(tmp_path, approval_policy="never"), command_runner=runner)
+    async with Codex(config, transport=model.mock_transport()) as codex:
+        ui = Recorder(codex)
+        full = SandboxPolicy("danger-full-access")
+        await ui.submit(ConfigureSession(sandbox_policy=full), id="cfg")
+        await ui.submit(UserInput((TextInput("build"),)), id="t1")
+        await ui.until(TaskComplete, id="t1")
+        await ui.submit(ConfigureSession(sandbox_policy=SandboxPolicy("workspace-write")))
+        await ui.submit(UserInput((TextInput("again"),)), id="t2")
+        await ui.until(TaskComplete, id="t2")
+    assert ran == [("c1", ("build", "--all"), str(tmp_path), 4000)]
+    [first, second] = ui.of(ExecCommandEnd)
+    assert (first.call_id, first.exit_code, first.aggregated_output) == ("c1", 3, "elsewhere\n")
+    assert (second.call_id, second.exit_code) == ("c2", 0)
+    assert "elsewhere" in str(model.requests[1]["input"])
+    assert ui.types(id="t1")[:4] == [
+        "task_started",
+        "exec_command_begin",
+        "exec_command_end",
+        "turn_complete",
+    ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -13,6 +15,13 @@ from ..protocol import (
     ReasoningEffort,
     SandboxPolicy,
 )
+
+if TYPE_CHECKING:
+    from ..tools.exec import ExecResult
+
+CommandRunner = Callable[[str, tuple[str, ...], str, int], Awaitable["ExecResult"]]
+"""Runs a model command somewhere else: ``(call_id, argv, cwd, timeout_ms)`` -> its result.
+See ``EngineConfig.command_runner``."""
 
 DEFAULT_MODEL = "gpt-5-codex"
 DEFAULT_INSTRUCTIONS = (
@@ -72,6 +81,13 @@ class EngineConfig:
     acknowledged as a duplicate and not run again: what makes a client's
     resend after a reconnect safe.
 
+    ``command_runner`` runs the model's *unconfined* commands (those the policy
+    lets run outside the sandbox) somewhere else, such as an editor's terminal;
+    confined ones always run here, under bubblewrap. The engine still sends
+    ``exec_command_begin`` and ``exec_command_end`` around it (no output
+    deltas: the output is shown where it runs). Cancelled with the Task, the
+    runner must stop the command before it returns.
+
     ``lean_transport`` sends model requests over codexcore's own HTTP/1.1
     transport instead of httpx's (httpcore): less start-up and CPU per
     request, but respx's default mode does not see those requests, and
@@ -95,3 +111,4 @@ class EngineConfig:
     acknowledge_submissions: bool = False
     duplicate_ttl: float = 600.0
     lean_transport: bool = False
+    command_runner: CommandRunner | None = attrs.field(default=None, repr=False, eq=False)
