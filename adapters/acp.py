@@ -62,6 +62,7 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    SessionModeState,
     SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
@@ -100,6 +101,7 @@ from codexcore.protocol import (
     Shutdown,
     TextInput,
     TokenCount,
+    UserInput,
     WarningEvent,
 )
 
@@ -264,7 +266,7 @@ class AcpSession:
 
     # --- modes ------------------------------------------------------------------
 
-    def modes(self) -> Any:
+    def modes(self) -> SessionModeState:
         base = self.agent.config.session
         return mode_state(self.mode, base.approval_policy, base.sandbox_policy)
 
@@ -307,7 +309,7 @@ class AcpSession:
             for notice in self.notices:
                 await self.send(message_chunk(notice + "\n\n"))
             self.notices.clear()
-            await self.codex.submit(_user_input(items), id=prompt.sub_id)
+            await self.codex.submit(UserInput(tuple(items)), id=prompt.sub_id)
             terminal = await prompt.future
         finally:
             self.prompt = None
@@ -322,6 +324,8 @@ class AcpSession:
             assert isinstance(terminal, ErrorEvent)
             if terminal.code == "incomplete" and "max_output_tokens" in terminal.message:
                 reason = "max_tokens"
+            elif terminal.code == "incomplete" and "content_filter" in terminal.message:
+                reason = "refusal"
             else:
                 raise RequestError(-32603, terminal.message, {"code": terminal.code})
         return PromptResponse(stop_reason=reason, usage=prompt.usage)  # type: ignore[arg-type]
@@ -492,12 +496,6 @@ class AcpSession:
         if self._pump is not None:
             await asyncio.wait({self._pump})
         await self.codex.aclose()
-
-
-def _user_input(items: list[InputItem]) -> Any:
-    from codexcore.protocol import UserInput
-
-    return UserInput(tuple(items))
 
 
 def _read_disk(path: str) -> str | None:

@@ -340,7 +340,12 @@ async def test_a_linked_file_is_read_from_the_editor_buffer(tmp_path: Path) -> N
 
 
 async def test_stop_reasons_errors_and_mcp_servers_are_reported(tmp_path: Path) -> None:
-    model = ScriptedModel([incomplete_response("max_output_tokens", text="partial")])
+    model = ScriptedModel(
+        [
+            incomplete_response("max_output_tokens", text="partial"),
+            incomplete_response("content_filter"),
+        ]
+    )
     client = RecordingClient()
     server = McpServerStdio(name="files", command="mcp-files", args=[], env=[])
     async with serving(model, client, tmp_path) as (conn, _checker):
@@ -352,6 +357,8 @@ async def test_stop_reasons_errors_and_mcp_servers_are_reported(tmp_path: Path) 
         response = await conn.prompt(session_id=session.session_id, prompt=prompt_text("go"))
         assert response.stop_reason == "max_tokens"
         assert client.text().startswith(notice)
+        filtered = await conn.prompt(session_id=session.session_id, prompt=prompt_text("go on"))
+        assert filtered.stop_reason == "refusal"
         with pytest.raises(RequestError) as unknown:
             await conn.prompt(session_id="nope", prompt=prompt_text("x"))
         assert "unknown session 'nope'" in str(unknown.value)
