@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import pytest
+from acp.connection import StreamDirection, StreamEvent
 
 from codexcore import Codex
 from codexcore.adapters._acp_diff import DiffMismatch, old_and_new
@@ -39,6 +40,7 @@ from codexcore.protocol import (
 )
 from codexcore.testing import ScriptedModel, shell_call, text_response
 
+from .acp_helpers import SchemaChecker
 from .engine_helpers import Recorder, engine_config
 
 OLD = "a\nb\nc\nd\n"
@@ -182,3 +184,34 @@ async def test_the_engine_hands_unconfined_commands_to_its_command_runner(tmp_pa
         "exec_command_end",
         "turn_complete",
     ]
+
+
+def test_the_schema_check_of_the_end_to_end_tests_catches_bad_messages() -> None:
+    """tests/acp_helpers.SchemaChecker is not vacuous: a wrong shape is a problem."""
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "go"}]}
+    checker = SchemaChecker()
+    for direction, message in (
+        ("in", {"method": "session/update", "params": {"sessionId": "s", "update": chunk}}),
+        ("out", {"id": 7, "method": "session/prompt", "params": prompt}),
+        ("in", {"id": 7, "result": {"stopReason": "end_turn"}}),
+    ):
+        checker(event(direction, message))
+    assert (checker.checked, checker.problems) == (3, [])
+    wrong = {"sessionUpdate": "tool_call", "status": "done"}
+    checker(
+        event("in", {"method": "session/update", "params": {"sessionId": "s", "update": wrong}})
+    )
+    checker(event("out", {"id": 8, "method": "session/prompt", "params": prompt}))
+    checker(event("in", {"id": 8, "result": {"stopReason": "finished"}}))
+    checker(event("in", {"method": "session/unknown", "params": {}}))
+    assert {p.split(":")[0] for p in checker.problems} == {
+        "session/update",
+        "session/prompt result",
+        "a method this test does not expect",
+    }
+
+
+def event(direction: str, message: dict[str, Any]) -> StreamEvent:
+    way = StreamDirection.INCOMING if direction == "in" else StreamDirection.OUTGOING
+    return StreamEvent(way, {"jsonrpc": "2.0", **message})
