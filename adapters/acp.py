@@ -120,7 +120,7 @@ from ._acp_terminal import ClientTerminals
 
 log = get_logger(__name__)
 
-__all__ = ["CodexAgent", "client_mcp_servers", "serve_acp"]
+__all__ = ["CodexAgent", "NotAPipe", "client_mcp_servers", "serve_acp"]
 
 READ_LIMIT = 1024 * 1024
 """The most of one linked file (a resource link in a prompt) read from disk, in bytes."""
@@ -715,17 +715,26 @@ def _embedded(resource: TextResourceContents | BlobResourceContents) -> InputIte
     return TextInput(f"[binary resource {resource.uri} ({mime}), not shown]")
 
 
+class NotAPipe(Exception):
+    """stdin or stdout of ``codexcore acp`` is something the event loop cannot watch."""
+
+
 async def serve_acp(config: EngineConfig, in_fd: int, out_fd: int) -> int:
     """Serve one editor over the pipes ``in_fd`` / ``out_fd`` until it closes its end;
     then every session is shut down (its commands killed). Returns the exit code."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0)
-    )
-    transport, protocol = await loop.connect_write_pipe(
-        lambda: asyncio.streams.FlowControlMixin(), os.fdopen(out_fd, "wb", buffering=0)
-    )
+    try:
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0)
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.streams.FlowControlMixin(), os.fdopen(out_fd, "wb", buffering=0)
+        )
+    except ValueError as exc:  # a regular file, say: the event loop cannot watch it
+        raise NotAPipe(
+            f"stdin and stdout must be pipes or sockets, as an editor gives: {exc}"
+        ) from None
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     agent = CodexAgent(config)
     try:

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         _say("needs the agent-client-protocol package: pip install 'codexcore[acp]'")
         return EXIT_USAGE
-    from ..adapters.acp import serve_acp
+    from ..adapters.acp import NotAPipe, serve_acp
     from ..config import load_settings
 
     try:
@@ -73,4 +73,8 @@ def run(args: argparse.Namespace) -> int:
     config = loaded.settings.engine_config(ephemeral=args.ephemeral, lean_transport=True)
     in_fd, out_fd = claim_stdio()
     imports_done()
-    return asyncio.run(serve_acp(config, in_fd, out_fd))
+    try:
+        return asyncio.run(serve_acp(config, in_fd, out_fd))
+    except NotAPipe as exc:
+        _say(str(exc))
+        return EXIT_USAGE
