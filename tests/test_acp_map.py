@@ -42,6 +42,7 @@ from codexcore.testing import ScriptedModel, shell_call, text_response
 
 from .acp_helpers import SchemaChecker
 from .engine_helpers import Recorder, engine_config
+from .server_helpers import server_env
 
 OLD = "a\nb\nc\nd\n"
 NEW = "a\nB\nc\nd\ne\n"
@@ -215,3 +216,21 @@ def test_the_schema_check_of_the_end_to_end_tests_catches_bad_messages() -> None
 def event(direction: str, message: dict[str, Any]) -> StreamEvent:
     way = StreamDirection.INCOMING if direction == "in" else StreamDirection.OUTGOING
     return StreamEvent(way, {"jsonrpc": "2.0", **message})
+
+
+def test_acp_refuses_stdio_that_is_no_pipe_and_writes_nothing_to_stdout(tmp_path: Path) -> None:
+    given = tmp_path / "in.txt"
+    given.write_text("{}\n")
+    env = server_env("http://127.0.0.1:9/v1")
+    with given.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "codexcore", "acp"],
+            stdin=stdin,
+            capture_output=True,
+            env=env,
+            check=False,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""
+    assert b"stdin and stdout must be pipes or sockets" in done.stderr
