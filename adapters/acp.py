@@ -15,6 +15,7 @@ Method -> engine, one row each:
 ``session/new``          a new engine, ``configure_session {cwd}``; the editor's
                          MCP servers go through :func:`client_mcp_servers`
 ``session/load``         ``get_history`` replayed as updates, ``resume_session``
+``session/list``         the recorded sessions (``list_sessions``), 50 a page
 ``session/prompt``       ``user_input`` (text, images, resource links, embedded
                          resources); answered when the Task's terminal event comes:
                          ``task_complete`` -> end_turn (refusal when the model
@@ -39,6 +40,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -55,6 +57,7 @@ from acp.schema import (
     ImageContentBlock,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
@@ -62,6 +65,9 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
     SessionModeState,
     SetSessionModeResponse,
     TextContentBlock,
@@ -72,7 +78,15 @@ from acp.schema import (
 
 from codexcore import __version__
 from codexcore._logging import get_logger
-from codexcore.engine import Codex, EngineClosed, EngineConfig, ModelClientPool, context_window
+from codexcore.engine import (
+    Codex,
+    EngineClosed,
+    EngineConfig,
+    ModelClientPool,
+    context_window,
+    default_home,
+    list_sessions,
+)
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
     ApplyPatchApprovalRequest,
@@ -98,6 +112,7 @@ from codexcore.protocol import (
     SandboxPolicy,
     SessionConfigured,
     SessionHistory,
+    SessionSummary,
     Shutdown,
     TextInput,
     TokenCount,
@@ -126,6 +141,8 @@ READ_LIMIT = 1024 * 1024
 """The most of one linked file (a resource link in a prompt) read from disk, in bytes."""
 
 HISTORY_PAGE = 1000
+LIST_PAGE = 50
+TITLE_LENGTH = 80
 
 PERMISSION_OPTIONS = (
     PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
@@ -552,6 +569,7 @@ class CodexAgent:
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
                 prompt_capabilities=PromptCapabilities(
                     image=True, audio=False, embedded_context=True
                 ),
@@ -617,6 +635,21 @@ class CodexAgent:
                 await session.send(update)
         for call_id in mapper.unfinished():
             await session.send(mapper.refused_call(call_id, "not run"))
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **_: Any
+    ) -> ListSessionsResponse:
+        """Recorded sessions, newest first, a page at a time (``cursor``: where the
+        previous page ended); only those started in ``cwd`` when given."""
+        start = _offset(cursor)
+        home = Path(self.config.home) if self.config.home else default_home()
+        found = await asyncio.to_thread(list_sessions, home, cwd, start + LIST_PAGE + 1)
+        page = found[start : start + LIST_PAGE]
+        more = len(found) > start + LIST_PAGE
+        return ListSessionsResponse(
+            sessions=[_session_info(summary) for summary in page],
+            next_cursor=str(start + LIST_PAGE) if more else None,
+        )
 
     async def set_session_mode(
         self, session_id: str, mode_id: str, **_: Any
@@ -688,6 +721,23 @@ class CodexAgent:
         sessions, self.sessions = list(self.sessions.values()), {}
         await asyncio.gather(*(session.aclose() for session in sessions))
         await self.clients.aclose()
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise RequestError(-32602, f"not a cursor of session/list: {cursor!r}", None)
+    return int(cursor)
+
+
+def _session_info(summary: SessionSummary) -> SessionInfo:
+    title = summary.first_user_message
+    if title is not None and len(title) > TITLE_LENGTH:
+        title = title[: TITLE_LENGTH - 1] + "…"
+    return SessionInfo(
+        session_id=summary.session_id, cwd=summary.cwd, title=title, updated_at=summary.updated_at
+    )
 
 
 def _meta(notices: list[str]) -> dict[str, Any] | None:

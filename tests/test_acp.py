@@ -260,11 +260,17 @@ async def test_session_load_replays_the_recorded_session_then_goes_on(tmp_path: 
             await conn.prompt(session_id=session.session_id, prompt=prompt_text("run"))
         client = RecordingClient()
         async with acp_agent(client, http.base_url, tmp_path) as (conn, _, _checker):
+            listed = await conn.list_sessions(cwd=str(tmp_path))
+            elsewhere = await conn.list_sessions(cwd=str(tmp_path / "nowhere"))
             loaded = await conn.load_session(
                 cwd=str(tmp_path), session_id=session.session_id, mcp_servers=[]
             )
             replayed = list(client.updates)  # everything sent before the response
             response = await conn.prompt(session_id=session.session_id, prompt=prompt_text("more"))
+    [info] = listed.sessions
+    assert (info.session_id, info.cwd, info.title) == (session.session_id, str(tmp_path), "run")
+    assert listed.next_cursor is None
+    assert elsewhere.sessions == []
     assert loaded is not None
     assert loaded.modes is not None
     kinds = [u.session_update for u in replayed]
