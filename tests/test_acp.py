@@ -374,6 +374,9 @@ async def test_stop_reasons_errors_and_mcp_servers_are_reported(tmp_path: Path) 
         with pytest.raises(RequestError) as bad_cwd:
             await conn.new_session(cwd="relative/dir", mcp_servers=[])
         assert "absolute path" in str(bad_cwd.value)
+        with pytest.raises(RequestError) as bad_cursor:
+            await conn.list_sessions(cursor="page-two")
+        assert "not a cursor of session/list: 'page-two'" in str(bad_cursor.value)
 
 
 async def test_unconfined_commands_run_in_the_editor_terminal_confined_ones_here(
