@@ -48,6 +48,7 @@ from acp.schema import (
     ToolCallProgress,
     ToolCallStart,
     ToolCallStatus,
+    ToolCallUpdate,
     ToolKind,
     UsageUpdate,
     UserMessageChunk,
@@ -197,6 +198,7 @@ class ToolCallState:
     output: str = ""
     finished: bool = False
     terminal_id: str | None = None  # the editor terminal it runs in, if any
+    shown: ToolCallStart | None = None  # how it was announced
     # Chunks may split a UTF-8 sequence: decode across them.
     decoder: codecs.IncrementalDecoder = attrs.field(
         factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
@@ -321,17 +323,18 @@ class ToolCallMapper:
     ) -> ToolCallStart:
         paths = [self.absolute(path) for path in changes]
         title = "Edit " + ", ".join(os.path.relpath(p, self.cwd) for p in paths)
-        self.calls[call_id] = ToolCallState("edit", title)
         content: list[Any] = [self.diff(path, change) for path, change in changes.items()]
-        return ToolCallStart(
-            session_update="tool_call",
-            tool_call_id=call_id,
-            title=title,
-            kind="edit",
-            status=status,
-            content=content,
-            locations=[ToolCallLocation(path=p) for p in paths],
-            raw_input={"changes": sorted(changes)},
+        return self._announce(
+            ToolCallStart(
+                session_update="tool_call",
+                tool_call_id=call_id,
+                title=title,
+                kind="edit",
+                status=status,
+                content=content,
+                locations=[ToolCallLocation(path=p) for p in paths],
+                raw_input={"changes": sorted(changes)},
+            )
         )
 
     def diff(
@@ -360,15 +363,37 @@ class ToolCallMapper:
     def _start(
         self, call_id: str, kind: ToolKind, title: str, status: ToolCallStatus, msg: Any
     ) -> ToolCallStart:
-        self.calls[call_id] = ToolCallState(kind, title)
-        return ToolCallStart(
-            session_update="tool_call",
+        return self._announce(
+            ToolCallStart(
+                session_update="tool_call",
+                tool_call_id=call_id,
+                title=title,
+                kind=kind,
+                status=status,
+                locations=[ToolCallLocation(path=msg.cwd)],
+                raw_input={"command": list(msg.command), "cwd": msg.cwd},
+            )
+        )
+
+    def _announce(self, start: ToolCallStart) -> ToolCallStart:
+        self.calls[start.tool_call_id] = ToolCallState(
+            start.kind or "other", start.title, shown=start
+        )
+        return start
+
+    def permission_view(self, call_id: str) -> ToolCallUpdate:
+        """The call as a permission request shows it: title, kind, and its content
+        (an edit's diffs) and locations, so the editor can preview what it allows."""
+        state = self.calls[call_id]
+        shown = state.shown
+        return ToolCallUpdate(
             tool_call_id=call_id,
-            title=title,
-            kind=kind,
-            status=status,
-            locations=[ToolCallLocation(path=msg.cwd)],
-            raw_input={"command": list(msg.command), "cwd": msg.cwd},
+            title=state.title,
+            kind=state.kind,
+            status="pending",
+            content=shown.content if shown else None,
+            locations=shown.locations if shown else None,
+            raw_input=shown.raw_input if shown else None,
         )
 
     def progress(self, call_id: str, **fields: Any) -> ToolCallProgress:

@@ -72,7 +72,6 @@ from acp.schema import (
     SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
-    ToolCallUpdate,
     Usage,
 )
 
@@ -446,10 +445,7 @@ class AcpSession:
     async def _ask(
         self, msg: ExecApprovalRequest | ApplyPatchApprovalRequest, command: Any
     ) -> None:
-        state = self.mapper.calls[msg.call_id]
-        tool_call = ToolCallUpdate(
-            tool_call_id=msg.call_id, title=state.title, kind=state.kind, status="pending"
-        )
+        tool_call = self.mapper.permission_view(msg.call_id)
         choice: str | None = None
         try:
             response = await self.agent.conn.request_permission(

@@ -136,6 +136,10 @@ async def test_a_prompt_with_a_command_that_needs_permission_and_a_patch(tmp_pat
     assert p1[0].kind == "edit"
     assert p1[0].status == "pending"
     assert client.permissions[1].tool_call.kind == "edit"
+    # The permission request itself shows what it allows: the diff, the command.
+    asked_patch: Any = client.permissions[1].tool_call
+    assert asked_patch.content[0].new_text == "one\nTWO\nthree\n"
+    assert asked.tool_call.raw_input == {"command": command, "cwd": str(tmp_path)}
     [diff] = p1[0].content
     assert diff.type == "diff"
     assert diff.path == str(target)
