@@ -440,3 +440,24 @@ async def test_cancel_kills_and_releases_the_editor_terminal(tmp_path: Path) -> 
     assert terminal.process.returncode is not None
     assert not alive(pid)
     assert client.call("c1")[-1].status == "failed"
+
+
+async def test_the_editor_going_away_mid_command_leaves_no_process(tmp_path: Path) -> None:
+    script = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
+    model = ScriptedModel([shell_call([PY, "-c", script], call_id="c1")])
+    client = RecordingClient()
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        await conn.set_session_mode(session_id=session.session_id, mode_id="full-access")
+        prompt = asyncio.create_task(
+            conn.prompt(session_id=session.session_id, prompt=prompt_text("sleep"))
+        )
+        started = await client.wait_for(
+            lambda: [u for u in client.call("c1") if u.content and u.status is None]
+        )
+        pid = int(started[0].content[0].content.text.strip("`\n "))
+        assert alive(pid)
+    # The context closed the agent's stdin: it shut down (exit 0, checked by the helper).
+    with pytest.raises(ConnectionError):
+        await prompt
+    assert not alive(pid)
