@@ -85,6 +85,7 @@ from codexcore.engine import (
     context_window,
     default_home,
     list_sessions,
+    model_details,
 )
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
@@ -549,6 +550,13 @@ class CodexAgent:
         fs = self.client_capabilities.fs
         return bool(fs and fs.write_text_file)
 
+    @property
+    def takes_images(self) -> bool:
+        """Whether the configured model takes images: every model of the engine's
+        catalogue does; of a model it does not know (a local server's), nothing is
+        promised."""
+        return model_details(self.config.session.model) is not None
+
     def on_connect(self, conn: Client) -> None:
         self._conn = conn
 
@@ -567,7 +575,7 @@ class CodexAgent:
                 load_session=True,
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
                 prompt_capabilities=PromptCapabilities(
-                    image=True, audio=False, embedded_context=True
+                    image=self.takes_images, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=False, sse=False),
             ),
@@ -676,6 +684,9 @@ class CodexAgent:
         as Codex's own ACP agent does)."""
         if isinstance(block, TextContentBlock):
             return [TextInput(block.text)]
+        if isinstance(block, ImageContentBlock) and not self.takes_images:
+            model = self.config.session.model
+            raise RequestError(-32602, f"the model {model!r} is not known to take images", None)
         if isinstance(block, ImageContentBlock):
             web = block.uri if block.uri and _is_web(block.uri) else None
             return [ImageInput(web or _data_url(block.mime_type, block.data))]

@@ -188,6 +188,7 @@ class RecordingClient:
         self.reads: list[str] = []
         self.writes: list[tuple[str, str]] = []
         self.changed = asyncio.Condition()
+        self.initialized: InitializeResponse | None = None
 
     def capabilities(self) -> ClientCapabilities:
         fs = FileSystemCapabilities(read_text_file=self.fs, write_text_file=self.fs)
@@ -404,7 +405,7 @@ async def acp_agent(
             transport_kwargs={"stderr": stderr.fileno(), "shutdown_timeout": 10.0},
             observers=[checker],
         ) as (conn, process):
-            await asyncio.wait_for(
+            client.initialized = await asyncio.wait_for(
                 conn.initialize(protocol_version=1, client_capabilities=client.capabilities()), 20
             )
             yield conn, process, checker

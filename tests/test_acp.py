@@ -461,3 +461,38 @@ async def test_the_editor_going_away_mid_command_leaves_no_process(tmp_path: Pat
     with pytest.raises(ConnectionError):
         await prompt
     assert not alive(pid)
+
+
+async def test_initialize_says_what_the_agent_takes_and_images_only_for_known_models(
+    tmp_path: Path,
+) -> None:
+    client = RecordingClient()
+    async with serving(ScriptedModel([]), client, tmp_path) as (conn, _checker):
+        known = client.initialized
+    assert known is not None
+    assert known.protocol_version == 1
+    assert known.agent_info is not None
+    assert known.agent_info.name == "codexcore"
+    caps = known.agent_capabilities
+    assert caps is not None
+    assert caps.load_session is True
+    assert caps.prompt_capabilities is not None
+    assert (caps.prompt_capabilities.image, caps.prompt_capabilities.audio) == (True, False)
+    assert caps.prompt_capabilities.embedded_context is True
+    assert caps.mcp_capabilities is not None
+    assert (caps.mcp_capabilities.http, caps.mcp_capabilities.sse) == (False, False)
+    local = RecordingClient()
+    async with (
+        ScriptedResponsesServer(ScriptedModel([])) as http,
+        acp_agent(local, http.base_url, tmp_path, "-m", "my-local-model") as (conn, _, _checker),
+    ):
+        assert local.initialized is not None
+        assert local.initialized.agent_capabilities is not None
+        prompt_caps = local.initialized.agent_capabilities.prompt_capabilities
+        assert prompt_caps is not None
+        assert prompt_caps.image is False
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        image = ImageContentBlock(type="image", mime_type="image/png", data=PNG)
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=session.session_id, prompt=[image])
+        assert "'my-local-model' is not known to take images" in str(refused.value)
