@@ -391,8 +391,10 @@ class AcpSession:
             return
         if isinstance(msg, PatchApplyBegin):
             self.patches[msg.call_id] = msg.changes
-        if isinstance(msg, PatchApplyEnd) and msg.success:
-            await self._write_through(self.patches.pop(msg.call_id, {}))
+        if isinstance(msg, PatchApplyEnd):
+            changes = self.patches.pop(msg.call_id, {})
+            if msg.success:
+                await self._write_through(changes)
         if isinstance(msg, TokenCount):
             prompt.add_usage(msg)
         for update in self.mapper.updates(msg):
