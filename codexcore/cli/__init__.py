@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from .._logging import LEVELS, configure_cli_logging
 
-COMMANDS = ("control", "demo", "doctor", "exec", "schema", "serve", "sessions")
+COMMANDS = ("acp", "control", "demo", "doctor", "exec", "schema", "serve", "sessions")
 
 # ``text``, and :role:`target` with its optional ~ (show the last name only) and
 # the backslash-space that glues a role to a plural ("Submission\\ s").

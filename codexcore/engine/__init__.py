@@ -1,8 +1,9 @@
 """The engine: Codex, its Session, and the Tasks and Turns it runs."""
 
+from ..tools.exec import ExecResult
 from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
-from ._config import EngineConfig, SessionConfig
+from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._instructions import ProjectDoc, ProjectDocs, read_project_docs
 from ._models import (
     DEFAULT_CONTEXT_WINDOW,
@@ -25,8 +26,10 @@ __all__ = [
     "MODEL_DETAILS",
     "BadRollout",
     "Codex",
+    "CommandRunner",
     "EngineClosed",
     "EngineConfig",
+    "ExecResult",
     "ModelCatalog",
     "ModelClientPool",
     "ModelDetails",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -17,6 +19,13 @@ from ..protocol import (
     UserTurn,
 )
 from ._models import ModelCatalog
+
+if TYPE_CHECKING:
+    from ..tools.exec import ExecResult
+
+CommandRunner = Callable[[str, tuple[str, ...], str, int], Awaitable["ExecResult"]]
+"""Runs a model command somewhere else: ``(call_id, argv, cwd, timeout_ms)`` -> its result.
+See ``EngineConfig.command_runner``."""
 
 DEFAULT_MODEL = "gpt-5-codex"
 DEFAULT_INSTRUCTIONS = (
@@ -120,6 +129,12 @@ class EngineConfig:
     ``model_auto_compact_token_limit`` is the total tokens (of a response's usage)
     at which a Task compacts its conversation between two Turns; None (the
     default) means 90% of the model's context window (``engine._models``).
+    ``command_runner`` runs the model's *unconfined* commands (those the policy
+    lets run outside the sandbox) somewhere else, such as an editor's terminal;
+    confined ones always run here, under bubblewrap. The engine still sends
+    ``exec_command_begin`` and ``exec_command_end`` around it (no output
+    deltas: the output is shown where it runs). Cancelled with the Task, the
+    runner must stop the command before it returns.
 
     ``lean_transport`` sends model requests over codexcore's own HTTP/1.1
     transport instead of httpx's (httpcore): less start-up and CPU per
@@ -151,3 +166,4 @@ class EngineConfig:
     models: ModelCatalog = attrs.field(factory=ModelCatalog)
     project_doc_max_bytes: int = 32 * 1024
     model_auto_compact_token_limit: int | None = None
+    command_runner: CommandRunner | None = attrs.field(default=None, repr=False, eq=False)

@@ -39,7 +39,7 @@ from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
 from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandbox_denial
 from ._approvals import Answer, Approvals, ApprovalWithdrawn, ExecPlan, TaskAborted, plan_exec
-from ._config import EngineConfig, SessionConfig
+from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._history import Item
 from ._requests import call_output, function_output
 from ._turn_diff import TurnDiffTracker
@@ -225,6 +225,9 @@ class ToolRouter:
         return answer
 
     async def _run(self, call: ShellCall, *, confined: bool) -> ExecResult:
+        runner = self._engine.command_runner
+        if not confined and runner is not None:
+            return await run_elsewhere(runner, call, self._emit)
         spec = self._spec if confined else SandboxSpec(mode="danger-full-access")
         return await run_exec(
             call.call_id, call.argv, call.cwd, call.timeout_ms, spec, self._sandbox, self._emit
@@ -349,6 +352,25 @@ async def run_exec(
             result.duration_ms,
             _status(result),
             source,
+        )
+    )
+    return result
+
+
+async def run_elsewhere(runner: CommandRunner, call: ShellCall, emit: Emit) -> ExecResult:
+    """``call`` run by ``runner`` (see ``EngineConfig.command_runner``) between its begin
+    and end events (cancelled, no end event, as with :func:`run_exec`)."""
+    await emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
+    result = await runner(call.call_id, call.argv, call.cwd, call.timeout_ms)
+    await emit(
+        ExecCommandEnd(
+            call.call_id,
+            result.stdout,
+            result.stderr,
+            result.aggregated_output,
+            result.exit_code,
+            result.duration_ms,
+            _status(result),
         )
     )
     return result

@@ -1,0 +1,444 @@
+"""The ACP mapping tables: engine Events -> ``session/update``s, prompts -> input, modes.
+
+Everything here is synchronous and does no I/O except reading a changed file
+to show its diff (``ToolCallMapper`` is given the reader). The agent
+(:mod:`codexcore.adapters.acp`) does the talking.
+
+Event -> update, one row each (``ToolCallMapper.updates``):
+
+================================  ===================================================
+``agent_message_delta``           ``agent_message_chunk``
+``agent_message``                 ``agent_message_chunk`` (only if no delta streamed it)
+``agent_reasoning_delta``         ``agent_thought_chunk``
+``agent_reasoning``               ``agent_thought_chunk`` (only if no delta streamed it)
+``user_message`` (replay)         ``user_message_chunk``
+``exec_approval_request``         ``tool_call`` kind execute, status pending
+``exec_command_begin``            ``tool_call`` in_progress (or an update of the pending one)
+``exec_command_output_delta``     ``tool_call_update``: the output so far as its content
+``exec_command_end``              ``tool_call_update`` completed / failed, exit code
+``apply_patch_approval_request``  ``tool_call`` kind edit, pending, ``diff`` content, locations
+``patch_apply_begin``             ``tool_call`` edit in_progress (or an update)
+``patch_apply_end``               ``tool_call_update`` completed / failed
+``token_count``                   ``usage_update`` (and the prompt's ``usage``)
+``warning``, ``stream_error``     ``agent_thought_chunk`` naming it
+``plan_update``                   not yet: the engine has no plan event (the integrator
+                                  adds the row: ``AgentPlanUpdate`` from its entries)
+================================  ===================================================
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import shlex
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    SessionMode,
+    SessionModeState,
+    TerminalToolCallContent,
+    TextContentBlock,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallStatus,
+    ToolCallUpdate,
+    ToolKind,
+    UsageUpdate,
+    UserMessageChunk,
+)
+
+from codexcore.protocol import (
+    AddChange,
+    ApprovalPolicy,
+    DeleteChange,
+    EventMsg,
+    FileChange,
+    SandboxMode,
+    SandboxPolicy,
+    UpdateChange,
+)
+
+from ._acp_diff import DiffMismatch, old_and_new
+
+Update = (
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | UserMessageChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | UsageUpdate
+)
+
+OUTPUT_SHOWN = 64 * 1024
+"""How much of a command's output (its tail) a tool call shows while it runs and after.
+
+ACP replaces a tool call's content with every update, so each one resends it:
+the tail keeps that bounded. The model gets the engine's own output limit."""
+
+
+# --- modes ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Mode:
+    """An approval preset: a session mode the editor offers."""
+
+    id: str
+    name: str
+    description: str
+    approval_policy: ApprovalPolicy
+    sandbox: SandboxMode
+
+
+MODES = (
+    Mode(
+        "read-only",
+        "Read only",
+        "Commands run confined read-only without asking; edits and anything else ask first.",
+        "on-request",
+        "read-only",
+    ),
+    Mode(
+        "ask",
+        "Ask",
+        "Ask before every command that is not known to be safe, and before edits "
+        "outside the workspace.",
+        "untrusted",
+        "workspace-write",
+    ),
+    Mode(
+        "auto",
+        "Auto",
+        "Commands run confined to the workspace without asking; ask only to go beyond it.",
+        "on-request",
+        "workspace-write",
+    ),
+    Mode(
+        "full-access",
+        "Full access",
+        "Never ask; commands and edits run unconfined. Use with care.",
+        "never",
+        "danger-full-access",
+    ),
+)
+MODES_BY_ID = {mode.id: mode for mode in MODES}
+CUSTOM_MODE = "config"
+"""The mode of a session whose configured policies match no preset."""
+
+
+def mode_of(approval: ApprovalPolicy, sandbox: SandboxPolicy) -> str:
+    """The preset id these policies are, else :data:`CUSTOM_MODE`."""
+    for mode in MODES:
+        if mode.approval_policy == approval and mode.sandbox == sandbox.type:
+            return mode.id
+    return CUSTOM_MODE
+
+
+def mode_state(current: str, approval: ApprovalPolicy, sandbox: SandboxPolicy) -> SessionModeState:
+    """The modes an editor shows; the configuration's own policies are a mode of their
+    own when they match no preset (so switching away and back is possible)."""
+    modes = [SessionMode(id=m.id, name=m.name, description=m.description) for m in MODES]
+    if mode_of(approval, sandbox) == CUSTOM_MODE:
+        what = f"approval {approval}, sandbox {sandbox.type}"
+        modes.append(SessionMode(id=CUSTOM_MODE, name="config.toml", description=what))
+    return SessionModeState(current_mode_id=current, available_modes=modes)
+
+
+def policies_of(mode: Mode, base: SandboxPolicy) -> tuple[ApprovalPolicy, SandboxPolicy]:
+    """The approval and sandbox policies of ``mode``; writable roots and network access
+    stay as configured."""
+    sandbox = attrs.evolve(base, type=mode.sandbox)
+    return mode.approval_policy, sandbox
+
+
+# --- text blocks --------------------------------------------------------------------
+
+
+def text(value: str) -> TextContentBlock:
+    return TextContentBlock(type="text", text=value)
+
+
+def message_chunk(value: str) -> AgentMessageChunk:
+    return AgentMessageChunk(session_update="agent_message_chunk", content=text(value))
+
+
+def thought_chunk(value: str) -> AgentThoughtChunk:
+    return AgentThoughtChunk(session_update="agent_thought_chunk", content=text(value))
+
+
+def _fenced(output: str) -> str:
+    fence = "```"
+    while fence in output:
+        fence += "`"
+    return f"{fence}\n{output}{'' if output.endswith(chr(10)) or not output else chr(10)}{fence}"
+
+
+def _tail(output: str) -> str:
+    if len(output) <= OUTPUT_SHOWN:
+        return output
+    return "[… earlier output not shown …]\n" + output[-OUTPUT_SHOWN:]
+
+
+# --- tool calls ---------------------------------------------------------------------
+
+
+@attrs.define
+class ToolCallState:
+    """What the editor has been told of one call (keyed by the engine's call_id)."""
+
+    kind: ToolKind
+    title: str
+    output: str = ""
+    finished: bool = False
+    terminal_id: str | None = None  # the editor terminal it runs in, if any
+    shown: ToolCallStart | None = None  # how it was announced
+    # Chunks may split a UTF-8 sequence: decode across them.
+    decoder: codecs.IncrementalDecoder = attrs.field(
+        factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
+    )
+
+
+FileReader = Callable[[str], "str | None"]
+"""Reads a file's current text from disk (None when it cannot be read)."""
+
+
+@attrs.define
+class ToolCallMapper:
+    """Turns one session's events into ACP updates, remembering its tool calls.
+
+    ``replaying`` marks a recorded session being replayed: approval requests
+    are shown as pending calls but never asked again.
+    """
+
+    cwd: str
+    read_file: FileReader
+    context_window: int
+    calls: dict[str, ToolCallState] = attrs.field(factory=dict)
+    streamed_message: bool = False
+    streamed_reasoning: bool = False
+    refused: bool = False
+
+    def updates(self, msg: EventMsg) -> list[Update]:
+        """The updates ``msg`` becomes (often none)."""
+        handler = _ROWS.get(msg.TYPE)
+        return handler(self, msg) if handler is not None else []
+
+    # --- messages
+
+    def _message_delta(self, msg: Any) -> list[Update]:
+        self.streamed_message = True
+        return [message_chunk(msg.delta)]
+
+    def _message(self, msg: Any) -> list[Update]:
+        self.refused = self.refused or bool(msg.refusal)
+        streamed, self.streamed_message = self.streamed_message, False
+        return [] if streamed or not msg.message else [message_chunk(msg.message)]
+
+    def _reasoning_delta(self, msg: Any) -> list[Update]:
+        self.streamed_reasoning = True
+        return [thought_chunk(msg.delta)]
+
+    def _reasoning(self, msg: Any) -> list[Update]:
+        streamed, self.streamed_reasoning = self.streamed_reasoning, False
+        return [] if streamed or not msg.text else [thought_chunk(msg.text)]
+
+    def _user_message(self, msg: Any) -> list[Update]:
+        value = getattr(msg, "message", None)
+        if not isinstance(value, str) or not value:
+            return []
+        return [UserMessageChunk(session_update="user_message_chunk", content=text(value))]
+
+    def _notice(self, msg: Any) -> list[Update]:
+        return [thought_chunk(f"[{msg.TYPE}] {msg.message}\n")]
+
+    def _usage(self, msg: Any) -> list[Update]:
+        used = msg.input_tokens + msg.output_tokens
+        return [UsageUpdate(session_update="usage_update", used=used, size=self.context_window)]
+
+    # --- commands
+
+    def _exec_request(self, msg: Any) -> list[Update]:
+        return [self._start(msg.call_id, "execute", shlex.join(msg.command), "pending", msg)]
+
+    def _exec_begin(self, msg: Any) -> list[Update]:
+        if msg.source != "agent":
+            return []  # the user's own shell commands: not the model's tool calls
+        if msg.call_id in self.calls:
+            return [self.progress(msg.call_id, status="in_progress")]
+        return [self._start(msg.call_id, "execute", shlex.join(msg.command), "in_progress", msg)]
+
+    def _exec_delta(self, msg: Any) -> list[Update]:
+        state = self.calls.get(msg.call_id)
+        if state is None or msg.source != "agent":
+            return []
+        state.output += state.decoder.decode(msg.chunk)
+        return [self.progress(msg.call_id, content=[_content(_fenced(_tail(state.output)))])]
+
+    def _exec_end(self, msg: Any) -> list[Update]:
+        state = self.calls.get(msg.call_id)
+        if state is None or msg.source != "agent":
+            return []
+        state.finished = True
+        state.output = msg.aggregated_output or state.output
+        ok = msg.status == "completed" and msg.exit_code == 0
+        said = "timed out" if msg.status == "timed_out" else f"exit code {msg.exit_code}"
+        raw = {"exit_code": msg.exit_code, "status": msg.status, "duration_ms": msg.duration_ms}
+        content: list[Any]
+        if state.terminal_id is not None:  # the output stays in the editor's terminal
+            content = [terminal(state.terminal_id), _content(said)]
+        else:
+            content = [_content(_fenced(_tail(state.output)) + f"\n\n{said}")]
+        status: ToolCallStatus = "completed" if ok else "failed"
+        return [self.progress(msg.call_id, status=status, content=content, raw_output=raw)]
+
+    # --- patches
+
+    def _patch_request(self, msg: Any) -> list[Update]:
+        return [self._edit(msg.call_id, msg.changes, "pending")]
+
+    def _patch_begin(self, msg: Any) -> list[Update]:
+        if msg.call_id in self.calls:
+            return [self.progress(msg.call_id, status="in_progress")]
+        return [self._edit(msg.call_id, msg.changes, "in_progress")]
+
+    def _patch_end(self, msg: Any) -> list[Update]:
+        if msg.call_id not in self.calls:
+            return []
+        self.calls[msg.call_id].finished = True
+        said = (msg.stdout if msg.success else msg.stderr).strip()
+        status = "completed" if msg.success else "failed"
+        raw = {"success": msg.success, "stdout": msg.stdout, "stderr": msg.stderr}
+        extra = {"content": [_content(said)]} if not msg.success and said else {}
+        return [self.progress(msg.call_id, status=status, raw_output=raw, **extra)]
+
+    def _edit(
+        self, call_id: str, changes: dict[str, FileChange], status: ToolCallStatus
+    ) -> ToolCallStart:
+        paths = [self.absolute(path) for path in changes]
+        title = "Edit " + ", ".join(os.path.relpath(p, self.cwd) for p in paths)
+        content: list[Any] = [self.diff(path, change) for path, change in changes.items()]
+        return self._announce(
+            ToolCallStart(
+                session_update="tool_call",
+                tool_call_id=call_id,
+                title=title,
+                kind="edit",
+                status=status,
+                content=content,
+                locations=[ToolCallLocation(path=p) for p in paths],
+                raw_input={"changes": sorted(changes)},
+            )
+        )
+
+    def diff(
+        self, path: str, change: FileChange
+    ) -> FileEditToolCallContent | ContentToolCallContent:
+        """One file's ``diff`` content: whole old and new texts."""
+        where = self.absolute(path)
+        if isinstance(change, AddChange):
+            return _diff(where, None, change.content)
+        if isinstance(change, DeleteChange):
+            return _diff(where, change.content, "")
+        assert isinstance(change, UpdateChange)
+        target = self.absolute(change.move_path) if change.move_path else where
+        current = self.read_file(where) or self.read_file(target) or ""
+        try:
+            old, new = old_and_new(current, change.unified_diff)
+        except DiffMismatch:  # changed meanwhile: show the diff itself
+            return _content(f"{where}\n{_fenced(change.unified_diff)}")
+        return _diff(target, old, new)
+
+    def absolute(self, path: str) -> str:
+        return os.path.normpath(os.path.join(self.cwd, path))
+
+    # --- shared
+
+    def _start(
+        self, call_id: str, kind: ToolKind, title: str, status: ToolCallStatus, msg: Any
+    ) -> ToolCallStart:
+        return self._announce(
+            ToolCallStart(
+                session_update="tool_call",
+                tool_call_id=call_id,
+                title=title,
+                kind=kind,
+                status=status,
+                locations=[ToolCallLocation(path=msg.cwd)],
+                raw_input={"command": list(msg.command), "cwd": msg.cwd},
+            )
+        )
+
+    def _announce(self, start: ToolCallStart) -> ToolCallStart:
+        self.calls[start.tool_call_id] = ToolCallState(
+            start.kind or "other", start.title, shown=start
+        )
+        return start
+
+    def permission_view(self, call_id: str) -> ToolCallUpdate:
+        """The call as a permission request shows it: title, kind, and its content
+        (an edit's diffs) and locations, so the editor can preview what it allows."""
+        state = self.calls[call_id]
+        shown = state.shown
+        return ToolCallUpdate(
+            tool_call_id=call_id,
+            title=state.title,
+            kind=state.kind,
+            status="pending",
+            content=shown.content if shown else None,
+            locations=shown.locations if shown else None,
+            raw_input=shown.raw_input if shown else None,
+        )
+
+    def progress(self, call_id: str, **fields: Any) -> ToolCallProgress:
+        """A ``tool_call_update`` of ``call_id`` with ``fields`` (status, content …)."""
+        return ToolCallProgress(session_update="tool_call_update", tool_call_id=call_id, **fields)
+
+    def refused_call(self, call_id: str, why: str) -> ToolCallProgress:
+        """The call was not allowed (or not asked): it ends ``failed``, saying why."""
+        if call_id in self.calls:
+            self.calls[call_id].finished = True
+        return self.progress(call_id, status="failed", content=[_content(why)])
+
+    def unfinished(self) -> Iterable[str]:
+        """Calls that never got a final status (the Task was cancelled under them)."""
+        return [cid for cid, state in self.calls.items() if not state.finished]
+
+
+def terminal(terminal_id: str) -> TerminalToolCallContent:
+    return TerminalToolCallContent(type="terminal", terminal_id=terminal_id)
+
+
+def _content(value: str) -> ContentToolCallContent:
+    return ContentToolCallContent(type="content", content=text(value))
+
+
+def _diff(path: str, old: str | None, new: str) -> FileEditToolCallContent:
+    return FileEditToolCallContent(type="diff", path=path, old_text=old, new_text=new)
+
+
+_ROWS: dict[str, Callable[[ToolCallMapper, Any], list[Update]]] = {
+    "agent_message_delta": ToolCallMapper._message_delta,
+    "agent_message": ToolCallMapper._message,
+    "agent_reasoning_delta": ToolCallMapper._reasoning_delta,
+    "agent_reasoning": ToolCallMapper._reasoning,
+    "user_message": ToolCallMapper._user_message,
+    "exec_approval_request": ToolCallMapper._exec_request,
+    "exec_command_begin": ToolCallMapper._exec_begin,
+    "exec_command_output_delta": ToolCallMapper._exec_delta,
+    "exec_command_end": ToolCallMapper._exec_end,
+    "apply_patch_approval_request": ToolCallMapper._patch_request,
+    "patch_apply_begin": ToolCallMapper._patch_begin,
+    "patch_apply_end": ToolCallMapper._patch_end,
+    "token_count": ToolCallMapper._usage,
+    "warning": ToolCallMapper._notice,
+    "stream_error": ToolCallMapper._notice,
+    # "plan_update": the engine's plan event is being added in parallel; its row
+    # maps the entries to acp.schema.AgentPlanUpdate(entries=[PlanEntry(...)]).
+}
