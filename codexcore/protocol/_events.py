@@ -13,6 +13,13 @@ from typing import Annotated
 
 import attrs
 
+from ._mcp import (
+    McpListToolsResponse,
+    McpStartupComplete,
+    McpStartupUpdate,
+    McpToolCallBegin,
+    McpToolCallEnd,
+)
 from ._types import (
     AbortReason,
     ApprovalPolicy,
@@ -357,6 +364,11 @@ EventMsg = Annotated[
     | SubmissionAck
     | SessionList
     | SessionHistory
+    | McpStartupUpdate
+    | McpStartupComplete
+    | McpToolCallBegin
+    | McpToolCallEnd
+    | McpListToolsResponse
     | ShutdownComplete,
     EVENT_MSGS,
 ]
