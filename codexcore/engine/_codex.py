@@ -48,6 +48,7 @@ from ..protocol import (
     GetHistory,
     InjectInput,
     Interrupt,
+    ListMcpTools,
     ListSessions,
     Op,
     PatchApproval,
@@ -76,6 +77,7 @@ from ._clients import ModelClientPool
 from ._config import EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._history import History, Item, UnknownBookmark
+from ._mcp import McpManager
 from ._queues import LoopQueue
 from ._requests import InputError, user_message
 from ._rollout import (
@@ -546,6 +548,7 @@ class Codex:
                     rollout.record_change(*change)
         if self._session is not None:
             await self._session.stop_shells()
+            await self._session.stop_mcp()
             self._session.close()
         return Session(
             config, self._clients, session_id=session_id, history=history, rollout=rollout
@@ -589,6 +592,10 @@ class Codex:
                     "known to be safe will need approval"
                 ),
             )
+        if session.mcp is None and self.config.mcp_servers:
+            # A new Session's servers start now, in parallel, reporting under this id.
+            session.mcp = McpManager(self.config.mcp_servers, self._emitter(sub_id), c.cwd)
+            session.mcp.start()
 
     async def _configure_and_start(self, sub: Submission, first_input: list[Item]) -> None:
         self._session = await self._new_session(self.config.session)
@@ -634,7 +641,9 @@ class Codex:
         # events already emitted, task_started first, reach the UI before it.
         await asyncio.sleep(0)
         emit = self._emitter(sub_id)
-        tools = ToolRouter(config, self.config, session.approvals, sandbox, emit, stop.pending)
+        tools = ToolRouter(
+            config, self.config, session.approvals, sandbox, emit, stop.pending, mcp=session.mcp
+        )
         task = Task(
             session_id=session.id,
             config=config,
@@ -831,12 +840,27 @@ class Codex:
         if self._session is not None:
             await self._session.stop_shells()
 
+    async def _list_mcp_tools(self, sub: Submission, _: object) -> None:
+        """What the MCP servers offer and where each is, now: never waits for a startup."""
+        session = self._require_session()
+        if session.mcp is not None:
+            answer = session.mcp.list_response()
+        else:
+            answer = McpManager(self.config.mcp_servers, self._emitter(sub.id), "").list_response()
+        await self._emit(sub.id, answer)
+
+    async def _configure_and_list_mcp_tools(self, sub: Submission, _: object) -> None:
+        self._session = await self._new_session(self.config.session)
+        await self._announce_session(sub.id)
+        await self._list_mcp_tools(sub, None)
+
     async def _ignore(self, sub: Submission, _: object) -> None:
         log.debug("nothing to do", sub_id=sub.id, op=type(sub.op).__name__)
 
     async def _shutdown(self, sub: Submission, _: object) -> None:
         if self._session is not None:
             await self._session.stop_shells()
+            await self._session.stop_mcp()
         if self._owns_clients:
             await self._clients.aclose()
         self._closed = True
@@ -993,6 +1017,9 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     **{(s, ResumeSession): Step("reconfigured", Codex._resume_session) for s in _RUNNING},
     **{(s, ForkSession): Step(None, Codex._fork_session) for s in (_U, _I)},
     **{(s, ForkSession): Step("reconfigured", Codex._fork_session) for s in _RUNNING},
+    # list_mcp_tools: answered at once, beside a Task; the first starts the Session's servers.
+    (_U, ListMcpTools): Step(None, Codex._configure_and_list_mcp_tools),
+    **{(s, ListMcpTools): Step(None, Codex._list_mcp_tools) for s in (_I, *_RUNNING)},
     # shutdown: abort, release, say goodbye.
     **{(s, Shutdown): Step("shutdown", Codex._shutdown) for s in State},
 }

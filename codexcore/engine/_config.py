@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import attrs
 
@@ -13,6 +14,7 @@ from ..protocol import (
     ReasoningEffort,
     SandboxPolicy,
 )
+from ._mcp import McpServerConfig
 
 DEFAULT_MODEL = "gpt-5-codex"
 DEFAULT_INSTRUCTIONS = (
@@ -72,6 +74,10 @@ class EngineConfig:
     acknowledged as a duplicate and not run again: what makes a client's
     resend after a reconnect safe.
 
+    ``mcp_servers`` are the MCP servers (by name) every Session starts, in
+    parallel, as it is created (see :mod:`codexcore.engine._mcp`); their tools
+    are offered to the model beside the built-in ones.
+
     ``lean_transport`` sends model requests over codexcore's own HTTP/1.1
     transport instead of httpx's (httpcore): less start-up and CPU per
     request, but respx's default mode does not see those requests, and
@@ -95,3 +101,4 @@ class EngineConfig:
     acknowledge_submissions: bool = False
     duplicate_ttl: float = 600.0
     lean_transport: bool = False
+    mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict, repr=False)

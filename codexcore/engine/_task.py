@@ -42,7 +42,6 @@ from ._approvals import TaskAborted
 from ._config import SessionConfig
 from ._history import History, Item
 from ._requests import (
-    TOOLS,
     aborted_output,
     build_request,
     is_call,
@@ -116,8 +115,9 @@ class Task:
                 return TaskComplete(last_message, turn.response_id)
 
     async def _turn(self, new_items: list[Item]) -> TurnResult:
+        tools = await self._tools.specs()
         body = build_request(
-            self._config, self._history, new_items, TOOLS, session_id=self._session_id
+            self._config, self._history, new_items, tools, session_id=self._session_id
         )
         started = datetime.now(UTC)
         clock = time.monotonic()
