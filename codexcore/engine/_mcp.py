@@ -194,6 +194,7 @@ class _Server:
     stop: asyncio.Event = attrs.field(factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     stderr: bytearray = attrs.field(factory=bytearray)
+    stderr_reader: asyncio.Task[None] | None = None
 
     def status(self) -> McpServerStatus:
         return McpServerStatus(
@@ -409,7 +410,7 @@ class McpManager:
             raise McpCallError(f"cannot start {config.command!r}: {exc.strerror or exc}") from None
         reaper().register(process.pid)
         assert process.stderr is not None
-        asyncio.create_task(_keep_tail(process.stderr, server))
+        server.stderr_reader = asyncio.create_task(_keep_tail(process.stderr, server))
         return process
 
 

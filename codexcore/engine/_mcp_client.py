@@ -154,7 +154,8 @@ async def _pipes(
     read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
     stdout, stdin = process.stdout, process.stdin
-    assert stdout is not None and stdin is not None
+    assert stdout is not None, "spawned with pipes"
+    assert stdin is not None, "spawned with pipes"
 
     async def read() -> None:
         try:
