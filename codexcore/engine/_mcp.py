@@ -301,9 +301,22 @@ class McpManager:
         except Exception as exc:
             # Whatever broke (the process died mid-call, the protocol), the model is told
             # and the Session goes on.
-            why = self._exited(server) or _describe(exc)
+            why = await self._lost(server, connection) or _describe(exc)
             server.error = why
             raise McpCallError(f"the call failed: {why}") from None
+
+    async def _lost(self, server: _Server, connection: Connection) -> str | None:
+        """Why a stdio server's call failed, if its process is exiting: then its tools
+        are gone from the next request at once, not when its keeper notices."""
+        process = connection.process
+        if process is None:
+            return None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(process.wait()), 1.0)
+        why = self._exited(server, process)
+        if why is not None:
+            await self._fail(server, why)
+        return why
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -366,6 +379,8 @@ class McpManager:
         await self._emit(McpStartupUpdate(server.name, McpStartupStatus("ready")))
 
     async def _fail(self, server: _Server, why: str) -> None:
+        if server.state in ("failed", "auth_required"):
+            return
         was_settled = server.settled.is_set()
         auth = "401" in why or "403" in why
         server.state, server.error = ("auth_required" if auth else "failed"), why
