@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -114,4 +113,4 @@ def _require(app: Any, token: str) -> Any:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

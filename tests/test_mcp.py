@@ -418,7 +418,7 @@ def test_a_bad_server_table_is_an_error_naming_the_key(
     tmp_path: Path, table: str, problem: str
 ) -> None:
     _write_config(tmp_path, f"[mcp_servers.docs]\n{table}\n")
-    with pytest.raises(ConfigError, match="mcp_servers.docs") as caught:
+    with pytest.raises(ConfigError, match=r"mcp_servers\.docs") as caught:
         load_settings(home=str(tmp_path), environ={})
     assert problem in str(caught.value)
     assert "Bearer s" not in str(caught.value)
