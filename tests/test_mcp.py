@@ -460,3 +460,30 @@ async def test_every_server_wait_is_bounded(tmp_path: Path) -> None:
         started = time.monotonic()
     assert time.monotonic() - started < 10
     assert not ui.of(p.McpStartupComplete)
+
+
+def test_exec_shows_mcp_calls_and_a_server_that_failed(tmp_path: Path) -> None:
+    from .test_cli_exec import exec_process, serve
+
+    home = Path(os.environ["CODEXCORE_HOME"])
+    (home / "config.toml").write_text(
+        f'[mcp_servers.demo]\ncommand = "{sys.executable}"\nargs = ["{SERVER}"]\n\n'
+        f'[mcp_servers.stuck]\ncommand = "{sys.executable}"\nargs = ["{SERVER}", "--hang"]\n'
+        "startup_timeout_sec = 1\n"
+    )
+    _, server = serve(
+        function_call_response("demo__add", {"a": 20, "b": 22}, call_id="c1"),
+        function_call_response("demo__fail", {}, call_id="c2"),
+        text_response("The answer is 42."),
+    )
+    try:
+        result = exec_process(server, tmp_path, "--approval-policy", "never", "add")
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert '⚙ demo.add({"a": 20, "b": 22})\n  42\n  ok in ' in out
+    assert "⚙ demo.fail({})\n" in out
+    assert "tool error in " in out
+    assert "MCP server stuck failed to start: did not start within 1 s" in out
+    assert "The answer is 42." in out

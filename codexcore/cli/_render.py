@@ -31,6 +31,7 @@ from ..protocol import (
     UpdateChange,
     WarningEvent,
 )
+from ._render_mcp import approval_what, mcp_lines
 
 DIM, BOLD, RED, GREEN, CYAN, RESET = (
     "\033[2m",
@@ -42,7 +43,9 @@ DIM, BOLD, RED, GREEN, CYAN, RESET = (
 )
 SHELLS = frozenset({"bash", "sh", "zsh"})
 FOLD_LINES = 12
-THINKING = frozenset({"task_started", "turn_complete", "exec_command_end", "patch_apply_end"})
+THINKING = frozenset(
+    {"task_started", "turn_complete", "exec_command_end", "patch_apply_end", "mcp_tool_call_end"}
+)
 
 
 ANSWERS: dict[str, ReviewDecision] = {
@@ -126,6 +129,10 @@ class TerminalRenderer:
         elif isinstance(msg, PatchApplyEnd):
             text = msg.stdout if msg.success else f"patch failed: {msg.stderr}"
             self._line(self._style(text, DIM if msg.success else RED))
+        elif (lines := mcp_lines(msg)) is not None:
+            styles = {"bold": BOLD, "dim": DIM, "red": RED, "green": GREEN}
+            for text, style in lines:
+                self._line(self._style(text, styles[style]) if style else text)
         else:
             self._show_status(msg)
 
@@ -202,7 +209,9 @@ class TerminalRenderer:
     def approval_prompt(self, request: ExecApprovalRequest | ApplyPatchApprovalRequest) -> str:
         self._newline()
         why = f" ({request.reason})" if request.reason else ""
-        if isinstance(request, ExecApprovalRequest):
+        if isinstance(request, ExecApprovalRequest) and (call := approval_what(request.command)):
+            what = self._style(call, BOLD)
+        elif isinstance(request, ExecApprovalRequest):
             what = f"Run {self._style(display_command(request.command), BOLD)} in {request.cwd}"
         else:
             what = f"Apply this patch to {len(request.changes)} file(s)"
