@@ -111,7 +111,11 @@ async def test_a_server_that_never_answers_initialize_fails_alone_and_the_task_g
     model = ScriptedModel(
         [function_call_response("demo__echo", {"text": "hi"}), text_response("ok")]
     )
-    servers = {"demo": stdio(), "stuck": stdio("--hang", startup_timeout_sec=1.5)}
+    servers = {
+        "demo": stdio(),
+        "stuck": stdio("--hang", startup_timeout_sec=1.5),
+        "ghost": McpServerConfig(command=str(tmp_path / "no-such-server")),
+    }
     async with engine(tmp_path, model, servers, policy="never") as ui:
         started = time.monotonic()
         await ui.submit(say("go"))
@@ -119,9 +123,9 @@ async def test_a_server_that_never_answers_initialize_fails_alone_and_the_task_g
         waited = time.monotonic() - started
         await ui.until(p.TaskComplete, within=30)
     assert complete.msg.ready == ("demo",)
-    (failure,) = complete.msg.failed
-    assert failure.server == "stuck"
-    assert "did not start within 1.5 s" in failure.error
+    failures = {f.server: f.error for f in complete.msg.failed}
+    assert "did not start within 1.5 s" in failures["stuck"]
+    assert failures["ghost"].startswith("cannot start")
     assert waited < 15  # bounded by the startup timeouts, not by the stuck server
     names = [t["name"] for t in model.requests[0]["tools"]]
     assert "demo__echo" in names
@@ -175,6 +179,32 @@ async def test_on_request_asks_for_a_destructive_tool_only(tmp_path: Path) -> No
     assert [a.call_id for a in ui.of(p.ExecApprovalRequest)] == ["c1"]
     assert outputs(model.requests[1]) == ["erased notes"]
     assert outputs(model.requests[2]) == ["3"]
+
+
+async def test_interrupt_stops_a_call_and_the_server_serves_the_next_task(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(
+        [
+            function_call_response("demo__nap", {"seconds": 60}, call_id="c1"),
+            function_call_response("demo__add", {"a": 1, "b": 1}, call_id="c2"),
+            text_response("2"),
+        ]
+    )
+    async with engine(tmp_path, model, {"demo": stdio()}) as ui:
+        await ui.submit(say("nap"))
+        await ui.until(p.McpToolCallBegin, within=30)
+        started = time.monotonic()
+        await ui.submit(p.Interrupt())
+        await ui.until(p.TurnAborted)
+        assert time.monotonic() - started < 5
+        await ui.submit(say("add"))
+        end = await ui.until(p.McpToolCallEnd, within=30)
+        await ui.until(p.TaskComplete)
+    assert end.msg.call_id == "c2"
+    assert end.msg.result["Ok"]["structuredContent"] == {"result": 2}
+    # The interrupted call was answered as aborted for the model.
+    assert outputs(model.requests[1])[0].startswith("aborted")
 
 
 def test_the_approval_rule_follows_the_policy_and_the_annotations() -> None:
