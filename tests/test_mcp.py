@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from codexcore import Codex
+from codexcore import Codex, McpServerConfig
 from codexcore import protocol as p
 from codexcore.config import ConfigError, load_settings
 from codexcore.engine._approvals import mcp_call_needs_approval
-from codexcore.engine._mcp import McpServerConfig, qualified_names
+from codexcore.engine._mcp import qualified_names
 from codexcore.protocol import ApprovalPolicy, ExecApproval, Shutdown, TextInput, UserInput
 from codexcore.testing import ScriptedModel, function_call_response, text_response
 

@@ -3,6 +3,7 @@
 from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import EngineConfig, SessionConfig
+from ._mcp import McpServerConfig
 from ._models import (
     DEFAULT_CONTEXT_WINDOW,
     MODEL_DETAILS,
@@ -19,6 +20,7 @@ __all__ = [
     "Codex",
     "EngineClosed",
     "EngineConfig",
+    "McpServerConfig",
     "ModelClientPool",
     "ModelDetails",
     "Rejected",
