@@ -309,8 +309,8 @@ class McpManager:
         """Why a stdio server's call failed, if its process is exiting: then its tools
         are gone from the next request at once, not when its keeper notices."""
         process = connection.process
-        if process is None:
-            return None
+        if process is None or not (connection.closed() or process.returncode is not None):
+            return None  # the server answered with an error, or broke the protocol: it lives
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(process.wait()), 1.0)
         why = self._exited(server, process)

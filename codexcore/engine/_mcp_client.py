@@ -39,9 +39,19 @@ _MAX_PAGES = 100
 class Connection:
     """A ready server's session, for calls from any task on the loop."""
 
-    def __init__(self, session: ClientSession, process: asyncio.subprocess.Process | None) -> None:
+    def __init__(
+        self,
+        session: ClientSession,
+        process: asyncio.subprocess.Process | None,
+        closed: anyio.Event | None = None,
+    ) -> None:
         self.session = session
         self.process = process
+        self._closed = closed
+
+    def closed(self) -> bool:
+        """Whether a stdio server's output has ended (it exited, or is exiting)."""
+        return self._closed is not None and self._closed.is_set()
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """MCP's ``CallToolResult`` as JSON, as the server sent it."""
@@ -74,7 +84,7 @@ async def serve(server: _Server, process: asyncio.subprocess.Process | None, rea
                 f"did not start within {config.startup_timeout_sec:g} s "
                 "(startup_timeout_sec): no answer to initialize or tools/list"
             ) from None
-        await ready(server, Connection(session, process), tools)
+        await ready(server, Connection(session, process, closed), tools)
         await _until_closed(server, closed if process is not None else None)
 
 
