@@ -12,6 +12,7 @@ answers initialize: its lifespan never ends. Its tools:
 - ``nap`` (read-only): sleeps ``seconds``, then answers;
 - ``crash`` (read-only): the process exits with code 3 in the middle of the call;
 - ``spawn`` (read-only): starts a ``sleep`` in the server's process group, returns its pid;
+- ``environment`` (read-only): the names of its environment variables;
 - ``fail`` (read-only): the tool reports an error (``isError``).
 """
 
@@ -70,6 +71,11 @@ def build(name: str, *, hang: bool) -> MCPServer[Any]:
         """Start a long sleep in this server's process group; its pid."""
         child = subprocess.Popen(["sleep", "1000"])
         return child.pid
+
+    @server.tool(annotations=READ_ONLY)
+    def environment() -> list[str]:
+        """The names of this server's environment variables."""
+        return sorted(os.environ)
 
     @server.tool(annotations=READ_ONLY)
     def fail() -> str:

@@ -264,6 +264,24 @@ async def test_a_tool_that_does_not_answer_in_time_is_an_error_for_the_model(
     assert outputs(model.requests[1]) == ["error: the tool did not answer within 0.5 s"]
 
 
+async def test_a_stdio_server_inherits_nothing_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-for-mcp-servers-0123456789")
+    monkeypatch.setenv("SOME_OTHER_SECRET", "x")
+    model = ScriptedModel([function_call_response("demo__environment", {}), text_response("ok")])
+    servers = {"demo": stdio(env={"DEMO_SETTING": "on"})}
+    async with engine(tmp_path, model, servers) as ui:
+        await ui.submit(say("env"))
+        end = await ui.until(p.McpToolCallEnd, within=30)
+        await ui.until(p.TaskComplete)
+    names = end.msg.result["Ok"]["structuredContent"]["result"]
+    assert "DEMO_SETTING" in names
+    assert "PATH" in names
+    assert "OPENAI_API_KEY" not in names
+    assert "SOME_OTHER_SECRET" not in names
+
+
 async def test_a_tools_own_error_and_filters(tmp_path: Path) -> None:
     model = ScriptedModel([function_call_response("demo__fail", {}), text_response("ok")])
     servers = {"demo": stdio(enabled_tools=("fail", "add", "erase"), disabled_tools=("erase",))}
@@ -296,7 +314,7 @@ async def test_list_mcp_tools_answers_at_once_while_a_task_runs(tmp_path: Path) 
     states = {s.name: (s.state, s.enabled, s.transport) for s in listed.servers}
     assert states == {"demo": ("ready", True, "stdio"), "off": ("disabled", False, "stdio")}
     demo = listed.servers[0]
-    assert demo.tools == len(listed.tools) == 7
+    assert demo.tools == len(listed.tools) == 8
     assert listed.tools["demo__add"]["annotations"] == {"readOnlyHint": True}
     assert listed.auth_statuses == {"demo": "unsupported", "off": "unsupported"}
 

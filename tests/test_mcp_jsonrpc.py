@@ -81,7 +81,7 @@ async def test_mcp_list_reports_states_and_a_run_calls_a_tool(tmp_path: Path) ->
         }
         servers = await settled(ui)
         assert servers["demo"]["state"] == "ready"
-        assert servers["demo"]["tools"] == 7
+        assert servers["demo"]["tools"] == 8
         assert "last_connected_at" in servers["demo"]
         assert servers["stuck"]["state"] == "error"
         assert "did not start within 1 s" in servers["stuck"]["last_error"]
