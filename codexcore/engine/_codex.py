@@ -115,7 +115,13 @@ _LOOP_ONLY = (
 UNCONFINED = SandboxStatus("none", "the sandbox policy is danger-full-access")
 
 UNRECORDED = frozenset(
-    {"agent_message_delta", "agent_reasoning_delta", "exec_command_output_delta"}
+    {
+        "agent_message_delta",
+        "agent_reasoning_delta",
+        "exec_command_output_delta",
+        # An answer about now (a UI may poll mcp.list), not part of the conversation.
+        "mcp_list_tools_response",
+    }
 )
 """Streaming deltas are not recorded: the complete agent_message, agent_reasoning
 and exec_command_end that follow carry the same content, and one write per
