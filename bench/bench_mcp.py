@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Table, fmt_ms, header, median, parse_args, percentile, verdict
+from _common import Table, fmt_ms, fmt_us, header, median, parse_args, percentile, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = str(ROOT / "tests" / "mcp_server.py")
@@ -94,18 +94,18 @@ async def bench_call(calls: int) -> None:
         f"One MCP tool call (`add`, stdio), {calls} calls each, interleaved",
         ["how", "p50", "p90", "overhead at p50"],
     )
-    bare50, engine50 = percentile(bare_times, 0.5), percentile(engine_times, 0.5)
+    bare50, engine50 = percentile(bare_times, 50), percentile(engine_times, 50)
     table.add(
         "bare SDK `ClientSession.call_tool` (the limit)",
-        fmt_ms(bare50),
-        fmt_ms(percentile(bare_times, 0.9)),
+        fmt_us(bare50),
+        fmt_us(percentile(bare_times, 90)),
         "",
     )
     table.add(
         "through the engine's tool router (events, approval rule, model text)",
-        fmt_ms(engine50),
-        fmt_ms(percentile(engine_times, 0.9)),
-        f"{fmt_ms(engine50 - bare50)} (goal < 2 ms: {verdict(engine50 - bare50 < 0.002)})",
+        fmt_us(engine50),
+        fmt_us(percentile(engine_times, 90)),
+        f"{fmt_us(engine50 - bare50)} (goal < 2 ms: {verdict(engine50 - bare50 < 0.002)})",
     )
     table.print()
 
