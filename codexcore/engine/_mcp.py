@@ -88,6 +88,8 @@ model's key or anything else; ``env`` in its configuration adds the rest."""
 
 STOP_GRACE = 0.5
 """Seconds a stdio server has to exit once its stdin closes, before its group is killed."""
+GROUP_DEATH_WAIT = 2.0
+"""Seconds to wait, after the kill, for a stdio server's group to be gone."""
 STDERR_TAIL = 2048
 """Bytes of a stdio server's stderr kept, to say why it failed."""
 
@@ -454,10 +456,38 @@ async def _stop_group(process: asyncio.subprocess.Process) -> None:
         process.stdin.close()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(process.wait(), STOP_GRACE)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is empty already
+    else:
+        # A signal is delivered when its target next runs: wait until it has, so
+        # nothing the server started outlives the Session's end.
+        for _ in range(int(GROUP_DEATH_WAIT / 0.01)):
+            if not await asyncio.to_thread(_group_runs, process.pid):
+                break
+            await asyncio.sleep(0.01)  # nothing signals another process's death: poll
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(process.wait(), 5.0)
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies aside), from /proc."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False  # no /proc: the kill is all we can do
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                fields = file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != b"Z" and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 _CLIENT: asyncio.Future[Any] | None = None
