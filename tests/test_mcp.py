@@ -5,6 +5,7 @@ scripted model through the public queue pair.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -49,6 +50,17 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def running_in(directory: Path) -> list[int]:
+    """The live processes (zombies aside) whose working directory is ``directory``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and alive(int(entry)):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry}/cwd") == str(directory):
+                    found.append(int(entry))
+    return found
 
 
 def outputs(request: dict[str, Any]) -> list[str]:
@@ -505,9 +517,15 @@ async def test_every_server_wait_is_bounded(tmp_path: Path) -> None:
     async with engine(tmp_path, model, {"stuck": stdio("--hang")}) as ui:
         await ui.submit(p.ListMcpTools())
         await ui.until(p.McpStartupUpdate, within=10)
+        for _ in range(500):  # up to 10 s, until the server's process runs in the cwd
+            if running_in(tmp_path):
+                break
+            await asyncio.sleep(0.02)  # nothing signals another process's start: poll
+        assert running_in(tmp_path), "the server never started"
         started = time.monotonic()
     assert time.monotonic() - started < 10
     assert not ui.of(p.McpStartupComplete)
+    assert running_in(tmp_path) == []  # the server (started in the session's cwd) is gone
 
 
 def test_exec_shows_mcp_calls_and_a_server_that_failed(tmp_path: Path) -> None:

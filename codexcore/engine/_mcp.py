@@ -351,7 +351,7 @@ class McpManager:
         process: asyncio.subprocess.Process | None = None
         try:
             if server.config.transport == "stdio":
-                process = await self._spawn(server)
+                process = await self._spawned(server)
             client = await _load_client()
             await client.serve(server, process, self._ready)
         except asyncio.CancelledError:
@@ -403,6 +403,17 @@ class McpManager:
         tail = bytes(server.stderr).decode(errors="replace").strip().splitlines()[-3:]
         said = f": {' / '.join(tail)}" if tail else ""
         return f"the server exited with code {process.returncode}{said}"
+
+    async def _spawned(self, server: _Server) -> asyncio.subprocess.Process:
+        """:meth:`_spawn`, seen through: cancelled meanwhile (the Session ended), the
+        process it made is ended too, never left running unseen."""
+        spawning = asyncio.ensure_future(self._spawn(server))
+        try:
+            return await asyncio.shield(spawning)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await _end_process(await spawning)
+            raise
 
     async def _spawn(self, server: _Server) -> asyncio.subprocess.Process:
         config = server.config
