@@ -49,6 +49,8 @@ from codexcore.protocol import (
     ExecCommandBegin,
     ExecCommandEnd,
     FileChange,
+    McpToolCallBegin,
+    McpToolCallEnd,
     PatchApplyBegin,
     PatchApplyEnd,
     StreamError,
@@ -238,6 +240,33 @@ def _exec_end(run: RunView, msg: ExecCommandEnd) -> list[AgentEvent]:
     ]
 
 
+def _mcp_begin(run: RunView, msg: McpToolCallBegin) -> list[AgentEvent]:
+    if msg.call_id in run.open_calls:
+        return []  # shown when its approval was asked
+    tool = f"{msg.invocation.server}__{msg.invocation.tool}"
+    run.open_calls[msg.call_id] = tool
+    args = msg.invocation.arguments if isinstance(msg.invocation.arguments, dict) else {}
+    return [{"type": "tool_call", "tool": tool, "args": args, "tool_call_id": msg.call_id}]
+
+
+def _mcp_end(run: RunView, msg: McpToolCallEnd) -> list[AgentEvent]:
+    name = f"{msg.invocation.server}__{msg.invocation.tool}"
+    tool = run.open_calls.pop(msg.call_id, name)
+    result = msg.result if isinstance(msg.result, dict) else {}
+    ok = result.get("Ok")
+    failed = not isinstance(ok, dict) or ok.get("isError") is True
+    text = json.dumps(ok if isinstance(ok, dict) else result.get("Err"), ensure_ascii=False)
+    return [
+        {
+            "type": "tool_result",
+            "tool": tool,
+            "result": _bounded(text),
+            "tool_call_id": msg.call_id,
+            "is_error": failed,
+        }
+    ]
+
+
 def change_diff(path: str, change: FileChange) -> str:
     """One file's change as a unified diff (what the TUI draws with colours)."""
     if isinstance(change, UpdateChange):
@@ -418,6 +447,8 @@ MAPPING: Mapping[str, Builder] = {
     "apply_patch_approval_request": in_step(_patch_request),
     "patch_apply_begin": in_step(_patch_begin),
     "patch_apply_end": in_step(_patch_end),
+    "mcp_tool_call_begin": in_step(_mcp_begin),
+    "mcp_tool_call_end": in_step(_mcp_end),
     "stream_error": in_step(_retry),
     "context_compaction_started": in_step(_compaction_start),
     "context_compacted": in_step(_compacted),
@@ -441,6 +472,9 @@ NOT_SENT: Mapping[str, str] = {
     "session_list": "answers session.list's list_sessions: becomes that method's result",
     "session_history": "answers session.history's get_history: its events are replayed",
     "shutdown_complete": "the session's end closes the connection",
+    "mcp_startup_update": "the servers' states are mcp.list's answer",
+    "mcp_startup_complete": "the servers' states are mcp.list's answer",
+    "mcp_list_tools_response": "answers mcp.list's list_mcp_tools: becomes that method's result",
 }
 """EventMsg types no Codelia UI is sent (a client that asked for codexcore events gets them)."""
 

@@ -33,6 +33,7 @@ from codexcore.protocol import (
     Event,
     ExecApproval,
     ExecApprovalRequest,
+    McpListToolsResponse,
     Op,
     PatchApproval,
     ReviewDecision,
@@ -96,6 +97,7 @@ class Codelia:
     cwd: str | None = None  # the session's, to show patch paths inside it short
     chosen: bool = False  # model.set was used on this connection
     waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
+    answers: dict[str, tuple[type, ...]] = attrs.field(factory=dict)  # what each waiter waits for
     tasks: set[asyncio.Task[None]] = attrs.field(factory=set)
 
     @property
@@ -145,17 +147,20 @@ class Codelia:
             raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
         return sub_id
 
-    async def ask_engine(self, op: Op) -> Event:
-        """Submit ``op`` and wait for its ``session_configured`` (or ``error``)."""
+    async def ask_engine(self, op: Op, answer: type = SessionConfigured) -> Event:
+        """Submit ``op`` and wait for its ``answer`` (default ``session_configured``) or
+        ``error``."""
         sub_id = f"codelia-{uuid.uuid4().hex}"
         future: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
         self.waiters[sub_id] = future
+        self.answers[sub_id] = (answer, ErrorEvent)
         try:
             await self.submit(op, sub_id)
             async with asyncio.timeout(30):
                 return await future
         finally:
             self.waiters.pop(sub_id, None)
+            self.answers.pop(sub_id, None)
 
     def spawn(self, coro: Any) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.create_task(coro)
@@ -193,9 +198,10 @@ class Codelia:
         msg = event.msg
         if isinstance(msg, SessionConfigured):
             self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
-        if isinstance(msg, SessionConfigured | ErrorEvent):
+        if isinstance(msg, SessionConfigured | ErrorEvent | McpListToolsResponse):
             waiter = self.waiters.get(event.id)
-            if waiter is not None and not waiter.done():
+            wanted = self.answers.get(event.id, (SessionConfigured, ErrorEvent))
+            if waiter is not None and not waiter.done() and isinstance(msg, wanted):
                 waiter.set_result(event)
         if isinstance(msg, WarningEvent):
             log.warning("engine warning", warning=msg.message)

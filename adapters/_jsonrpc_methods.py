@@ -384,6 +384,7 @@ def standard_methods() -> MethodTable:
     # Imported here: these modules build on this one and on the server module.
     from . import _codelia
     from ._codelia_context import add_context_methods
+    from ._codelia_mcp import add_mcp_methods
     from ._seed001 import register as seed001
 
     table = MethodTable()
@@ -403,4 +404,5 @@ def standard_methods() -> MethodTable:
     add_session_methods(table)  # seed 000: session.list, session.history
     add_context_methods(table)  # seed 000: context.inspect, ui.context.update, tool.call
     add_control_message_methods(table)  # seed 003: control.stdin, control.interrupt
+    add_mcp_methods(table)  # seed 000: mcp.list
     return table

@@ -20,6 +20,7 @@ BENCHMARKS = (
     "bench_transport.py",
     "bench_memory.py",
     "bench_protocol.py",
+    "bench_mcp.py",
 )
 
 

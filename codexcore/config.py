@@ -147,7 +147,9 @@ class Settings(Value):
     the model catalogue (context window, limits, prices, reasoning support).
     ``project_doc_max_bytes`` caps the AGENTS.md text sent to the model (0:
     none is read). ``control`` is the ``[control]`` table (seed 003's control
-    messages; top level only, not per profile).
+    messages; top level only, not per profile). ``mcp_servers`` are the
+    ``[mcp_servers.NAME]`` tables, checked (see ``docs/mcp.md``): each server's
+    ``McpServerConfig`` fields by name.
     """
 
     model: str = DEFAULT_MODEL
@@ -168,6 +170,7 @@ class Settings(Value):
     home: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
     control: ControlSettings = attrs.field(factory=ControlSettings)
+    mcp_servers: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, hash=False, repr=False)
 
     def engine_config(self, cwd: str | None = None, **changes: Any) -> EngineConfig:
         """The :class:`~codexcore.EngineConfig` these settings describe.
@@ -201,6 +204,7 @@ class Settings(Value):
             session_fields["instructions"] = self.instructions
         config = EngineConfig(
             session=SessionConfig(**session_fields),
+            mcp_servers=_mcp_server_configs(self.mcp_servers),
             api_key=self.api_key or "",
             headers=dict(self.provider.headers),
             home=self.home,
@@ -522,6 +526,7 @@ class _File(Value):
     profile: str | None
     models: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     control: ControlSettings | None = None
+    mcp_servers: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
 class _Reader:
@@ -535,6 +540,7 @@ class _Reader:
     def read(self, document: Mapping[str, Any]) -> _File:
         default_profile: str | None = None
         profiles: dict[str, dict[str, Any]] = {}
+        servers: dict[str, dict[str, Any]] = {}
         for key, value in document.items():
             if key == "profile":
                 if not isinstance(value, str) or not value:
@@ -545,16 +551,18 @@ class _Reader:
                 default_profile = value
             elif key == "profiles":
                 profiles = self._profiles(value)
+            elif key == "mcp_servers":
+                servers = _mcp_servers(value, self.where, self.ctx, self.warnings)
         control = None
         if "control" in document:
             try:
                 control = read_control(document["control"], self.where, self.ctx.user_home)
             except ControlConfigError as exc:
                 raise ConfigError(str(exc)) from None
-        skip = ("profile", "profiles", "models", "control")
+        skip = ("profile", "profiles", "models", "control", "mcp_servers")
         settings = self._table(document, prefix="", skip=skip)
         models = self._models(document.get("models", {}))
-        return _File(settings, profiles, default_profile, models, control)
+        return _File(settings, profiles, default_profile, models, control, servers)
 
     def _models(self, value: Any) -> dict[str, dict[str, Any]]:
         """``[models.NAME]`` tables: overrides of the model catalogue, checked."""
@@ -877,6 +885,8 @@ def load_settings(
         sources["models"] = Source("file", path)
     if file is not None and file.control is not None:
         settings = attrs.evolve(settings, control=file.control)
+    if file is not None and file.mcp_servers:
+        settings = attrs.evolve(settings, mcp_servers=file.mcp_servers)
     return LoadedSettings(settings, path, file is not None, where, tuple(warnings), sources)
 
 
@@ -908,3 +918,127 @@ def _build(
     )
     top = {key: v for key, v in values.items() if "." not in key}
     return Settings(**top, provider=provider, profile=profile, home=home, api_key=api_key)
+
+
+# --- [mcp_servers.NAME] --------------------------------------------------------------------
+
+_MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_MCP_STDIO_KEYS: Final = ("command", "args", "env", "cwd")
+_MCP_HTTP_KEYS: Final = ("url", "bearer_token_env_var", "http_headers")
+_MCP_COMMON_KEYS: Final = (
+    "enabled",
+    "startup_timeout_sec",
+    "tool_timeout_sec",
+    "enabled_tools",
+    "disabled_tools",
+)
+
+
+def _strings(value: Any, ctx: _Context) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise _Invalid("a list of strings")
+    return tuple(value)
+
+
+def _string_table(value: Any, ctx: _Context) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise _Invalid('a table of names to strings, e.g. { "LOG_LEVEL" = "info" }')
+    return dict(value)
+
+
+def _mcp_headers(value: Any, ctx: _Context) -> dict[str, str]:
+    headers = _string_table(value, ctx)
+    for name, text in headers.items():
+        if not _HEADER_NAME.fullmatch(name) or "\r" in text or "\n" in text:
+            raise _Invalid(f"header names and one-line values (not {name!r})")
+        if name.lower() == "authorization" or _LOOKS_LIKE_A_KEY.search(text):
+            raise _Invalid(
+                "no credentials in configuration: name the environment variable holding "
+                "the bearer token with bearer_token_env_var"
+            )
+    return headers
+
+
+def _mcp_cwd(value: Any, ctx: _Context) -> str:
+    path = _expand_user(_string(value, ctx), ctx.user_home)
+    if not os.path.isabs(path):
+        raise _Invalid(f"an absolute path (not {value!r})")
+    return os.path.normpath(path)
+
+
+_MCP_CHECKS: Final[Mapping[str, _Check]] = {
+    "command": _string,
+    "args": _strings,
+    "env": _string_table,
+    "cwd": _mcp_cwd,
+    "url": _url,
+    "bearer_token_env_var": _env_name,
+    "http_headers": _mcp_headers,
+    "enabled": _bool,
+    "startup_timeout_sec": _number(positive=True),
+    "tool_timeout_sec": _number(positive=True),
+    "enabled_tools": _strings,
+    "disabled_tools": _strings,
+}
+_MCP_SECRET: Final = frozenset({"env", "http_headers"})
+
+
+def _mcp_servers(
+    value: Any, where: str, ctx: _Context, warnings: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The ``[mcp_servers.NAME]`` tables, checked: each server's fields by name."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: mcp_servers: expected tables such as [mcp_servers.docs]")
+    servers: dict[str, dict[str, Any]] = {}
+    for name, table in value.items():
+        shown = f"mcp_servers.{name}"
+        if not _MCP_SERVER_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{where}: [{shown}]: a server's name is letters, digits, _ and - "
+                "(it becomes part of its tools' names)"
+            )
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: {shown} = {_show(table)}: expected a table ([{shown}])")
+        servers[name] = _mcp_server(table, f"{where}: {shown}", ctx, warnings)
+    return servers
+
+
+def _mcp_server(
+    table: Mapping[str, Any], where: str, ctx: _Context, warnings: list[str]
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for key, value in table.items():
+        check = _MCP_CHECKS.get(key)
+        if check is None:
+            warnings.append(f"unknown key {key!r} in {where}")
+            continue
+        try:
+            fields[key] = check(value, ctx)
+        except _Invalid as exc:
+            shown = key if key in _MCP_SECRET else f"{key} = {_show(value)}"
+            raise ConfigError(f"{where}.{shown}: expected {exc.expected}") from None
+    stdio = "command" in fields
+    if stdio == ("url" in fields):
+        raise ConfigError(
+            f"{where}: expected either command (a stdio server) or url (a streamable-HTTP "
+            "server), and not both"
+        )
+    wrong = [k for k in (_MCP_HTTP_KEYS if stdio else _MCP_STDIO_KEYS) if k in fields]
+    if wrong:
+        kind = "a stdio server (command)" if stdio else "an HTTP server (url)"
+        raise ConfigError(f"{where}: {', '.join(wrong)} does not apply to {kind}")
+    for key in ("args", "enabled_tools", "disabled_tools"):
+        if key in fields:
+            fields[key] = tuple(fields[key])
+    return fields
+
+
+def _mcp_server_configs(servers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The engine's ``McpServerConfig`` of each checked table (imported only when some exist)."""
+    if not servers:
+        return {}
+    from .engine._mcp import McpServerConfig
+
+    return {name: McpServerConfig(**fields) for name, fields in servers.items()}

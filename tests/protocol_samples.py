@@ -63,6 +63,7 @@ OPS: list[Any] = [
     p.ForkSession("sess_1", "resp_1"),
     p.GetHistory("sess_1", offset=10, limit=100),
     p.Compact(),
+    p.ListMcpTools(),
     p.Shutdown(),
 ]
 
@@ -131,6 +132,36 @@ EVENT_MSGS: list[Any] = [
         )
     ),
     p.SessionHistory("sess_1", 0, 40, (p.Event("s1", 0, p.TaskStarted()),)),
+    p.McpStartupUpdate("docs", p.McpStartupStatus("failed", "did not start within 10 s")),
+    p.McpStartupComplete(
+        ("search",), (p.McpStartupFailure("docs", "did not start within 10 s"),), ()
+    ),
+    p.McpToolCallBegin(
+        "call_7", p.McpInvocation("search", "find", {"query": "codexcore", "limit": 3})
+    ),
+    p.McpToolCallEnd(
+        "call_7",
+        p.McpInvocation("search", "find", {"query": "codexcore", "limit": 3}),
+        p.Duration(0, 41_500_000),
+        {"Ok": {"content": [{"type": "text", "text": "3 results"}], "isError": False}},
+    ),
+    p.McpListToolsResponse(
+        {
+            "search__find": {
+                "name": "find",
+                "description": "Search the index.",
+                "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}},
+                "annotations": {"readOnlyHint": True},
+            }
+        },
+        {"search": "unsupported"},
+        (
+            p.McpServerStatus("docs", "http", True, "failed", 0, "did not start within 10 s"),
+            p.McpServerStatus(
+                "search", "stdio", True, "ready", 1, None, "2026-11-25T16:00:00.000Z"
+            ),
+        ),
+    ),
     p.ShutdownComplete(),
 ]
 

@@ -50,6 +50,8 @@ from codexcore.protocol import (
     WarningEvent,
 )
 
+from .protocol_samples import EVENT_MSGS as SAMPLE_EVENT_MSGS
+
 # The union of Codelia's AgentEvent (packages/shared-types/src/events.ts), as its source spells it.
 CODELIA_UNION = {
     "text",
@@ -99,6 +101,7 @@ ONE_OF_EACH: list[EventMsg] = [
     TaskComplete("Hello"),
     TurnAborted("interrupted"),
     ErrorEvent("boom", "internal"),
+    *[msg for msg in SAMPLE_EVENT_MSGS if msg.TYPE.startswith("mcp_")],
     ShutdownComplete(),
 ]
 

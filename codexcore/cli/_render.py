@@ -34,6 +34,7 @@ from ..protocol import (
     UpdateChange,
     WarningEvent,
 )
+from ._render_mcp import approval_what, mcp_lines
 
 DIM, BOLD, RED, GREEN, CYAN, RESET = (
     "\033[2m",
@@ -52,6 +53,7 @@ THINKING = frozenset(
         "exec_command_end",
         "patch_apply_end",
         "context_compaction_started",
+        "mcp_tool_call_end",
     }
 )
 COMPACTING: dict[CompactionTrigger, str] = {
@@ -143,6 +145,10 @@ class TerminalRenderer:
         elif isinstance(msg, PatchApplyEnd):
             text = msg.stdout if msg.success else f"patch failed: {msg.stderr}"
             self._line(self._style(text, DIM if msg.success else RED))
+        elif (lines := mcp_lines(msg)) is not None:
+            styles = {"bold": BOLD, "dim": DIM, "red": RED, "green": GREEN}
+            for text, style in lines:
+                self._line(self._style(text, styles[style]) if style else text)
         else:
             self._show_status(msg)
 
@@ -225,7 +231,9 @@ class TerminalRenderer:
     def approval_prompt(self, request: ExecApprovalRequest | ApplyPatchApprovalRequest) -> str:
         self._newline()
         why = f" ({request.reason})" if request.reason else ""
-        if isinstance(request, ExecApprovalRequest):
+        if isinstance(request, ExecApprovalRequest) and (call := approval_what(request.command)):
+            what = self._style(call, BOLD)
+        elif isinstance(request, ExecApprovalRequest):
             what = f"Run {self._style(display_command(request.command), BOLD)} in {request.cwd}"
         else:
             what = f"Apply this patch to {len(request.changes)} file(s)"

@@ -5,6 +5,7 @@ from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._instructions import ProjectDoc, ProjectDocs, read_project_docs
+from ._mcp import McpServerConfig
 from ._models import (
     DEFAULT_CONTEXT_WINDOW,
     MODEL_DETAILS,
@@ -30,6 +31,7 @@ __all__ = [
     "EngineClosed",
     "EngineConfig",
     "ExecResult",
+    "McpServerConfig",
     "ModelCatalog",
     "ModelClientPool",
     "ModelDetails",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -60,6 +61,26 @@ def plan_exec(
     return ExecPlan.RUN
 
 
+def mcp_call_needs_approval(policy: ApprovalPolicy, annotations: Mapping[str, Any]) -> bool:
+    """Whether the model's call of an MCP tool asks the user first.
+
+    ``never`` never asks and ``untrusted`` always does. Otherwise (``on-request``,
+    ``on-failure``) it follows Codex from the tool's MCP annotations, missing hints
+    taking MCP's defaults (destructive, open-world): a destructive tool asks; a
+    read-only one runs unasked; any other asks unless it says it is neither
+    destructive nor open-world.
+    """
+    if policy in ("never", "untrusted"):
+        return policy == "untrusted"
+    if annotations.get("destructiveHint") is True:
+        return True
+    if annotations.get("readOnlyHint") is True:
+        return False
+    return annotations.get("destructiveHint") is not False or (
+        annotations.get("openWorldHint") is not False
+    )
+
+
 @attrs.frozen
 class Answer:
     """The user's answer to an approval request, with their reason if they gave one."""
@@ -92,6 +113,13 @@ class Approvals:
         self._pending: dict[str, asyncio.Future[Answer]] = {}
         self._approved_commands: set[tuple[tuple[str, ...], str]] = set()
         self._approved_files: set[str] = set()
+        self._approved_mcp_tools: set[tuple[str, str]] = set()
+
+    def is_mcp_tool_approved(self, server: str, tool: str) -> bool:
+        return (server, tool) in self._approved_mcp_tools
+
+    def approve_mcp_tool_for_session(self, server: str, tool: str) -> None:
+        self._approved_mcp_tools.add((server, tool))
 
     def is_patch_approved(self, targets: Iterable[str]) -> bool:
         """Whether every resolved target was in a patch approved for the session.

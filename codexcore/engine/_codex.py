@@ -50,6 +50,7 @@ from ..protocol import (
     GetHistory,
     InjectInput,
     Interrupt,
+    ListMcpTools,
     ListSessions,
     Op,
     OverrideTurnContext,
@@ -82,6 +83,7 @@ from ._compact import ContextWindowExceeded, auto_compact_limit
 from ._config import BadTurnContext, EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._history import History, Item, UnknownBookmark
+from ._mcp import McpManager
 from ._queues import LoopQueue
 from ._requests import InputError, user_message
 from ._rollout import (
@@ -119,7 +121,13 @@ _LOOP_ONLY = (
 UNCONFINED = SandboxStatus("none", "the sandbox policy is danger-full-access")
 
 UNRECORDED = frozenset(
-    {"agent_message_delta", "agent_reasoning_delta", "exec_command_output_delta"}
+    {
+        "agent_message_delta",
+        "agent_reasoning_delta",
+        "exec_command_output_delta",
+        # An answer about now (a UI may poll mcp.list), not part of the conversation.
+        "mcp_list_tools_response",
+    }
 )
 """Streaming deltas are not recorded: the complete agent_message, agent_reasoning
 and exec_command_end that follow carry the same content, and one write per
@@ -568,6 +576,7 @@ class Codex:
                     rollout.record_change(*change)
         if self._session is not None:
             await self._session.stop_shells()
+            await self._session.stop_mcp()
             self._session.close()
         return Session(
             config,
@@ -619,6 +628,10 @@ class Codex:
                     "known to be safe will need approval"
                 ),
             )
+        if session.mcp is None and self.config.mcp_servers:
+            # A new Session's servers start now, in parallel, reporting under this id.
+            session.mcp = McpManager(self.config.mcp_servers, self._emitter(sub_id), c.cwd)
+            session.mcp.start()
         await self._warn_if_unknown(sub_id, c.model)
 
     async def _warn_if_unknown(self, sub_id: str, model: str) -> None:
@@ -744,7 +757,9 @@ class Codex:
 
         def tools_for(config: SessionConfig) -> ToolRouter:
             confine = session.sandbox or sandbox
-            return ToolRouter(config, self.config, session.approvals, confine, emit, stop.pending)
+            return ToolRouter(
+                config, self.config, session.approvals, confine, emit, stop.pending, mcp=session.mcp
+            )
 
         tools = tools_for(config)
         settings = TurnSettings(
@@ -957,12 +972,27 @@ class Codex:
         if self._session is not None:
             await self._session.stop_shells()
 
+    async def _list_mcp_tools(self, sub: Submission, _: object) -> None:
+        """What the MCP servers offer and where each is, now: never waits for a startup."""
+        session = self._require_session()
+        if session.mcp is not None:
+            answer = session.mcp.list_response()
+        else:
+            answer = McpManager(self.config.mcp_servers, self._emitter(sub.id), "").list_response()
+        await self._emit(sub.id, answer)
+
+    async def _configure_and_list_mcp_tools(self, sub: Submission, _: object) -> None:
+        self._session = await self._new_session(self.config.session)
+        await self._announce_session(sub.id)
+        await self._list_mcp_tools(sub, None)
+
     async def _ignore(self, sub: Submission, _: object) -> None:
         log.debug("nothing to do", sub_id=sub.id, op=type(sub.op).__name__)
 
     async def _shutdown(self, sub: Submission, _: object) -> None:
         if self._session is not None:
             await self._session.stop_shells()
+            await self._session.stop_mcp()
         if self._owns_clients:
             await self._clients.aclose()
         self._closed = True
@@ -1135,6 +1165,9 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     (_U, Compact): Step(None, Codex._configure_and_compact),
     (_I, Compact): Step(None, Codex._start_compaction),
     **{(s, Compact): Step("replaced", Codex._start_compaction) for s in _RUNNING},
+    # list_mcp_tools: answered at once, beside a Task; the first starts the Session's servers.
+    (_U, ListMcpTools): Step(None, Codex._configure_and_list_mcp_tools),
+    **{(s, ListMcpTools): Step(None, Codex._list_mcp_tools) for s in (_I, *_RUNNING)},
     # shutdown: abort, release, say goodbye.
     **{(s, Shutdown): Step("shutdown", Codex._shutdown) for s in State},
 }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -18,6 +18,7 @@ from ..protocol import (
     SandboxPolicy,
     UserTurn,
 )
+from ._mcp import McpServerConfig
 from ._models import ModelCatalog
 
 if TYPE_CHECKING:
@@ -135,6 +136,9 @@ class EngineConfig:
     ``exec_command_begin`` and ``exec_command_end`` around it (no output
     deltas: the output is shown where it runs). Cancelled with the Task, the
     runner must stop the command before it returns.
+    ``mcp_servers`` are the MCP servers (by name) every Session starts, in
+    parallel, as it is created (see :mod:`codexcore.engine._mcp`); their tools
+    are offered to the model beside the built-in ones.
 
     ``lean_transport`` sends model requests over codexcore's own HTTP/1.1
     transport instead of httpx's (httpcore): less start-up and CPU per
@@ -167,3 +171,4 @@ class EngineConfig:
     project_doc_max_bytes: int = 32 * 1024
     model_auto_compact_token_limit: int | None = None
     command_runner: CommandRunner | None = attrs.field(default=None, repr=False, eq=False)
+    mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict, repr=False)

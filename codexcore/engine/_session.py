@@ -15,6 +15,7 @@ from ._clients import ModelClientPool
 from ._config import SessionConfig
 from ._history import History, Item
 from ._instructions import ContextTracker, told_in
+from ._mcp import McpManager
 from ._rollout import RolloutWriter, config_record, journal
 from ._task import TokenTotals
 
@@ -100,6 +101,7 @@ class Session:
         self.shells: set[asyncio.Task[None]] = set()
         self._clients = clients
         self.sandbox: SandboxStatus | None = None  # probed when a policy wants confinement
+        self.mcp: McpManager | None = None  # started with the Session when servers are configured
 
     def client(self) -> ModelClient:
         return self._clients.get(self.config.base_url, self.id)
@@ -132,6 +134,11 @@ class Session:
     def take_context(self) -> list[Item]:
         taken, self._context = self._context, []
         return taken
+
+    async def stop_mcp(self) -> None:
+        """End the MCP servers (a stdio server's whole process group is killed)."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
 
     async def stop_shells(self) -> None:
         """Kill the user's running shell commands and wait until each has ended

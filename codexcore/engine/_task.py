@@ -55,7 +55,6 @@ from ._history import History, Item
 from ._instructions import ContextTracker
 from ._models import BUILTIN_CATALOG, ModelCatalog
 from ._requests import (
-    TOOLS,
     aborted_output,
     build_request,
     is_call,
@@ -251,11 +250,12 @@ class Task:
         contextual = await self._settle()
         # The contextual items go first, as in Codex: before the user's words.
         new_items = [*contextual, *new_items]
+        tools = await self._tools.specs()
         body = build_request(
             self._config,
             self._history,
             new_items,
-            TOOLS,
+            tools,
             session_id=self._session_id,
             catalog=self._settings.catalog,
         )

@@ -41,7 +41,9 @@ from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandb
 from ._approvals import Answer, Approvals, ApprovalWithdrawn, ExecPlan, TaskAborted, plan_exec
 from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._history import Item
-from ._requests import call_output, function_output
+from ._mcp import McpManager
+from ._mcp_calls import call_mcp_tool
+from ._requests import TOOLS, call_output, function_output
 from ._turn_diff import TurnDiffTracker
 
 Emit = Callable[[EventMsg], Awaitable[None]]
@@ -83,9 +85,12 @@ class ToolRouter:
         sandbox: SandboxStatus,
         emit: Emit,
         stopping: Callable[[], bool] = lambda: False,
+        mcp: McpManager | None = None,
     ) -> None:
         """``stopping`` says whether a ``stop`` or ``checkpoint`` is pending: then a
-        call that needs approval is answered as not run instead of asking."""
+        call that needs approval is answered as not run instead of asking. ``mcp``:
+        the Session's MCP servers, whose tools are offered beside the built-in ones."""
+        self._mcp = mcp
         self._config = config
         self._engine = engine
         self._approvals = approvals
@@ -94,6 +99,14 @@ class ToolRouter:
         self._stopping = stopping
         policy = config.sandbox_policy
         self._spec = SandboxSpec(policy.type, policy.writable_roots, policy.network_access)
+
+    async def specs(self) -> list[dict[str, Any]]:
+        """The tools the next request offers: the built-in ones, then the MCP servers'
+        (once their startup has settled: the first Turn waits at most that long)."""
+        if self._mcp is None:
+            return list(TOOLS)
+        await self._mcp.wait_started()
+        return [*TOOLS, *self._mcp.specs()]
 
     async def call(self, item: Item, diff: TurnDiffTracker) -> Item:
         """The output item answering the call ``item``; never raises for a bad call."""
@@ -109,6 +122,19 @@ class ToolRouter:
                 if not isinstance(patch, str):
                     raise ToolCallError("apply_patch: 'input' must be the patch text")
                 output = await self._patch(call_id, patch, self._config.cwd, diff)
+            elif self._mcp is not None and (tool := self._mcp.lookup(str(name))) is not None:
+                output = await call_mcp_tool(
+                    call_id,
+                    tool,
+                    item.get("arguments"),
+                    manager=self._mcp,
+                    policy=self._config.approval_policy,
+                    approvals=self._approvals,
+                    ask=self._ask,
+                    emit=self._emit,
+                    cwd=self._config.cwd,
+                    limit_bytes=self._engine.exec_output_limit,
+                )
             else:
                 raise ToolCallError(f"unknown tool {name!r}; the tools are: shell, apply_patch")
         except ToolCallError as exc:

@@ -32,6 +32,7 @@ from ._wire import (
     OPS,
     Bytes,
     Enum,
+    Json,
     Map,
     Optional,
     Record,
@@ -124,7 +125,7 @@ _ENCODERS: _Memo[type[Any], Encoder] = _Memo(_generate_encoder)
 
 def _converter(shape: Shape) -> Encoder | None:
     """How to make a value of ``shape`` JSON-ready, or None when it already is."""
-    if isinstance(shape, Scalar | Enum):
+    if isinstance(shape, Scalar | Enum | Json):
         return None
     if isinstance(shape, Bytes):
         return _encode_bytes
@@ -234,6 +235,8 @@ def _compile(shape: Shape) -> Decoder:
         return _map_decoder(decoder_for(shape.value))
     if isinstance(shape, Bytes):
         return _decode_bytes
+    if isinstance(shape, Json):
+        return _any_json
     if isinstance(shape, Record):
         cls = shape.cls
         if _contains_itself(cls):
@@ -355,6 +358,11 @@ def _map_decoder(item: Decoder) -> Decoder:
         return result
 
     return decode
+
+
+def _any_json(value: Any) -> Any:
+    """A JSON value as it came: decoded JSON is JSON whatever it holds."""
+    return value
 
 
 def _decode_bytes(value: Any) -> bytes:

@@ -14,6 +14,13 @@ from typing import Annotated
 import attrs
 
 from ._compaction import ContextCompacted, ContextCompactionStarted
+from ._mcp import (
+    McpListToolsResponse,
+    McpStartupComplete,
+    McpStartupUpdate,
+    McpToolCallBegin,
+    McpToolCallEnd,
+)
 from ._types import (
     AbortReason,
     ApprovalPolicy,
@@ -403,6 +410,11 @@ EventMsg = Annotated[
     | SessionHistory
     | ContextCompactionStarted
     | ContextCompacted
+    | McpStartupUpdate
+    | McpStartupComplete
+    | McpToolCallBegin
+    | McpToolCallEnd
+    | McpListToolsResponse
     | ShutdownComplete,
     EVENT_MSGS,
 ]

@@ -11,6 +11,7 @@ from typing import Annotated
 import attrs
 
 from ._compaction import Compact
+from ._mcp import ListMcpTools
 from ._types import (
     ApprovalPolicy,
     HistoryMode,
@@ -277,6 +278,7 @@ Op = Annotated[
     | Shutdown
     | UserTurn
     | OverrideTurnContext
-    | Compact,
+    | Compact
+    | ListMcpTools,
     OPS,
 ]

@@ -14,6 +14,7 @@ from ._wire import (
     OPS,
     Bytes,
     Enum,
+    Json,
     Map,
     Optional,
     Record,
@@ -68,6 +69,8 @@ class _Builder:
             return {"type": "object", "additionalProperties": self.shape(shape.value)}
         if isinstance(shape, Bytes):
             return {"type": "string", "contentEncoding": "base64"}
+        if isinstance(shape, Json):
+            return {"description": "any JSON value"}
         if isinstance(shape, Record):
             return self.record(shape.cls)
         return self.union(shape.registry)

@@ -103,11 +103,20 @@ class Record(Value):
 
 
 @attrs.frozen(repr=False, eq=False)
+class Json(Value):
+    """Any JSON value, carried as it is: what a peer's own schema describes (an MCP
+    tool's arguments and result). Spelled ``Annotated[Any, JSON]`` (see ``JsonValue``)."""
+
+
+@attrs.frozen(repr=False, eq=False)
 class Union(Value):
     registry: Registry
 
 
-Shape = Scalar | Enum | Optional | Seq | Map | Bytes | Record | Union
+Shape = Scalar | Enum | Optional | Seq | Map | Bytes | Record | Union | Json
+
+JSON = Json()
+"""The marker of a field that holds any JSON value: ``Annotated[Any, JSON]``."""
 
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -151,6 +160,8 @@ def shape_of(hint: Any) -> Shape:
     if origin is typing.Annotated:
         # Tagged unions are spelled Annotated[A | B, REGISTRY] (see _types.py).
         marker = args[1]
+        if isinstance(marker, Json):
+            return marker
         return Union(marker) if isinstance(marker, Registry) else shape_of(args[0])
     if origin is Literal:
         return Enum(tuple(str(a) for a in args))

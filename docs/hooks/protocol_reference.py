@@ -207,6 +207,8 @@ class _Writer:
             return f"object: string → {self.type_of(prop['additionalProperties'])}"
         if prop.get("contentEncoding") == "base64":
             return "string (base64)"
+        if prop.get("description") == "any JSON value":
+            return "any JSON"
         if isinstance(kind, str):
             return kind
         raise ProtocolReferenceError(f"no rendering for schema {prop!r}")

@@ -21,6 +21,7 @@ from codexcore.protocol._wire import (
     OPS,
     Bytes,
     Enum,
+    Json,
     Map,
     Optional,
     Record,
@@ -58,6 +59,9 @@ def for_shape(shape: Shape) -> st.SearchStrategy[Any]:
         return st.sampled_from(shape.values)
     if isinstance(shape, Bytes):
         return st.binary(max_size=20)
+    if isinstance(shape, Json):
+        leaves = st.none() | st.booleans() | _INT64 | _TEXT
+        return leaves | st.lists(leaves, max_size=2) | st.dictionaries(_TEXT, leaves, max_size=2)
     if isinstance(shape, Optional):
         return st.none() | for_shape(shape.inner)
     if isinstance(shape, Seq):
