@@ -26,7 +26,7 @@ the whole history is resent with every request."""
 
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 ReviewDecision = Literal["approved", "approved_for_session", "denied", "abort"]
-AbortReason = Literal["interrupted", "replaced", "reconfigured", "shutdown"]
+AbortReason = Literal["interrupted", "replaced", "reconfigured", "shutdown", "worker_lost"]
 StopKind = Literal["stop", "checkpoint"]
 """What ended a Task after its Turn, at the UI's request: ``stop`` (done for now) or
 ``checkpoint`` (paused until the next input). Either way the conversation goes on with

@@ -1,0 +1,120 @@
+"""Sessions on a worker pool behind Redis Streams (``codexcore serve --redis``).
+
+Gateways accept UI connections in every dialect and relay them to the pool;
+workers own sessions and run their engines; Redis holds the sessions' event
+streams (the replay buffer), submission streams, leases, fencing numbers and
+histories. See docs/deployment.md. Needs the ``redis`` extra
+(``pip install 'codexcore[redis]'``); nothing else in codexcore imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from .._host import HostConfig, SessionHost
+from ._gateway import Gateway, RemoteEngine
+from ._keys import Keys
+from ._streams import StreamReader
+from ._worker import Fenced, PoolConfig, Worker, default_worker_name
+
+if TYPE_CHECKING:
+    import httpx
+
+    from codexcore.engine import EngineConfig
+
+__all__ = [
+    "Fenced",
+    "Gateway",
+    "Keys",
+    "PoolConfig",
+    "RedisPool",
+    "RemoteEngine",
+    "Worker",
+    "default_worker_name",
+]
+
+
+class RedisPool:
+    """One process's part in a pool: its Redis clients, its gateway host, its worker.
+
+    Use ``async with RedisPool(url, config) as pool``; entering checks that
+    Redis answers (``redis.exceptions.ConnectionError`` if not). Closing hands
+    the worker's sessions over to the other workers and closes the clients
+    (the gateway host is the caller's to close first).
+    """
+
+    def __init__(self, url: str, config: PoolConfig | None = None) -> None:
+        from redis.asyncio import Redis
+
+        self.url = url
+        self.config = config or PoolConfig()
+        self.redis: Redis = Redis.from_url(url)
+        self._clients: list[Redis] = [self.redis]
+        self._tasks: list[asyncio.Task[None]] = []
+        self.worker_: Worker | None = None
+
+    async def __aenter__(self) -> RedisPool:
+        await self.redis.ping()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _client(self) -> Any:
+        from redis.asyncio import Redis
+
+        client = Redis.from_url(self.url, single_connection_client=True)
+        self._clients.append(client)
+        return client
+
+    def _reader(self) -> StreamReader:
+        reader = StreamReader(self._client(), self.redis)
+        self._tasks.append(asyncio.create_task(reader.run(), name="codexcore-redis-reader"))
+        return reader
+
+    def host(self, config: HostConfig) -> SessionHost:
+        """A gateway: a session host whose sessions run on the pool's workers."""
+        gateway = Gateway(
+            self.redis, self._reader(), self.config.keys, replay_events=config.replay_events
+        )
+        return SessionHost(config, engines=gateway)
+
+    def worker(
+        self,
+        engine_config: EngineConfig,
+        *,
+        name: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Worker:
+        """Start this process's worker (one per pool object)."""
+        from codexcore.engine import ModelClientPool
+
+        clients = ModelClientPool(engine_config, transport=transport, shards=16)
+        worker = Worker(
+            self.redis,
+            self._reader(),
+            self._client(),
+            engine_config,
+            self.config,
+            name=name,
+            clients=clients,
+        )
+        self.worker_ = worker
+        self._tasks.append(asyncio.create_task(worker.run(), name="codexcore-redis-worker"))
+        return worker
+
+    async def aclose(self) -> None:
+        if self.worker_ is not None:
+            # Stop claiming first, then offer what we own to the others.
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.worker_.aclose()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for client in self._clients:
+            with contextlib.suppress(Exception):
+                await client.aclose()

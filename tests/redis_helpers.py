@@ -1,0 +1,190 @@
+"""A real redis-server for the worker-pool tests, and the pool's processes.
+
+Each test starts its own ``redis-server`` on a free port in a temporary
+directory (no persistence unless asked), and skips, saying why, when it
+cannot start one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer
+
+from .server_helpers import TOKEN, Client, ServerProcess, server_env
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """``redis-server`` in a subprocess; ``restart()`` keeps its port and directory."""
+
+    def __init__(self, directory: Path, *, persistent: bool = False) -> None:
+        self.directory = directory
+        self.persistent = persistent
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _argv(self) -> list[str]:
+        assert REDIS_SERVER is not None
+        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1"]
+        argv += ["--dir", str(self.directory), "--daemonize", "no", "--save", ""]
+        if self.persistent:
+            argv += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            argv += ["--appendonly", "no"]
+        return argv
+
+    async def start(self) -> None:
+        log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 (the process keeps it)
+        self.process = subprocess.Popen(self._argv(), stdout=log, stderr=log)
+        log.close()
+        try:
+            async with asyncio.timeout(10):
+                while not await self._answers():
+                    if self.process.poll() is not None:
+                        raise RuntimeError(self._log_tail())
+                    await asyncio.sleep(0.02)
+        except (TimeoutError, RuntimeError) as exc:
+            self.stop()
+            pytest.skip(f"redis-server did not start: {exc}")
+
+    async def _answers(self) -> bool:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        except OSError:
+            return False
+        writer.write(b"PING\r\n")
+        line = await reader.readline()
+        writer.close()
+        return line.startswith(b"+PONG")
+
+    def _log_tail(self) -> str:
+        path = self.directory / "redis.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else "(no log)"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None
+
+    async def restart(self) -> None:
+        self.stop()
+        await self.start()
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis.from_url(self.url)
+
+
+@asynccontextmanager
+async def redis_server(*, persistent: bool = False) -> AsyncIterator[RedisServer]:
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it)")
+    directory = Path(tempfile.mkdtemp(prefix="cx-redis-"))
+    server = RedisServer(directory, persistent=persistent)
+    try:
+        await server.start()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class Pool:
+    """Gateways and workers of one pool, as separate processes."""
+
+    def __init__(self, redis: RedisServer, http: ScriptedResponsesServer, cwd: Path) -> None:
+        self.redis, self.http, self.cwd = redis, http, cwd
+        self.gateways: list[ServerProcess] = []
+        self.workers: dict[str, ServerProcess] = {}
+
+    def _env(self) -> dict[str, str]:
+        return server_env(self.http.base_url, CODEXCORE_TOKEN=TOKEN, CODEXCORE_LOG="info")
+
+    async def gateway(self, *args: str) -> ServerProcess:
+        server = await ServerProcess.start(
+            None, self.cwd, "--redis", self.redis.url, "--role", "gateway", *args, env=self._env()
+        )
+        self.gateways.append(server)
+        return server
+
+    async def worker(self, name: str, *args: str) -> ServerProcess:
+        server = await ServerProcess.start(
+            None,
+            self.cwd,
+            "--redis",
+            self.redis.url,
+            "--role",
+            "worker",
+            "--worker-name",
+            name,
+            *args,
+            tcp=False,
+            env=self._env(),
+        )
+        await server.wait_stderr(rf"worker {name} serving")
+        self.workers[name] = server
+        return server
+
+    async def owner(self, session_id: str, within: float = 15.0) -> str:
+        """The worker that took ``session_id`` last (from their logs)."""
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            found = [
+                (line_no, name)
+                for name, worker in self.workers.items()
+                for line_no, line in enumerate(worker.stderr)
+                if "session taken" in line and session_id in line
+            ]
+            if found:
+                return found[-1][1]
+            if asyncio.get_running_loop().time() > deadline:
+                logs = {name: w.stderr[-10:] for name, w in self.workers.items()}
+                raise AssertionError(f"no worker took {session_id}: {logs}")
+            await asyncio.sleep(0.05)
+
+    async def aclose(self) -> None:
+        for server in [*self.gateways, *self.workers.values()]:
+            await server.kill()
+
+
+@asynccontextmanager
+async def pool(
+    model: ScriptedModel, cwd: Path, *, persistent: bool = False
+) -> AsyncIterator[Pool]:
+    async with redis_server(persistent=persistent) as redis, ScriptedResponsesServer(model) as http:
+        running = Pool(redis, http, cwd)
+        try:
+            yield running
+        finally:
+            await running.aclose()
+
+
+async def open_session(gateway: ServerProcess, **fields: Any) -> tuple[Client, str]:
+    client = await gateway.client()
+    welcome = await client.greet(**fields)
+    assert welcome["type"] == "welcome", welcome
+    return client, str(welcome["session_id"])
