@@ -172,9 +172,7 @@ class Pool:
 
 
 @asynccontextmanager
-async def pool(
-    model: ScriptedModel, cwd: Path, *, persistent: bool = False
-) -> AsyncIterator[Pool]:
+async def pool(model: ScriptedModel, cwd: Path, *, persistent: bool = False) -> AsyncIterator[Pool]:
     async with redis_server(persistent=persistent) as redis, ScriptedResponsesServer(model) as http:
         running = Pool(redis, http, cwd)
         try:

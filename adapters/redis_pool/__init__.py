@@ -21,6 +21,7 @@ from ._worker import Fenced, PoolConfig, Worker, default_worker_name
 
 if TYPE_CHECKING:
     import httpx
+    from redis.asyncio import Redis
 
     from codexcore.engine import EngineConfig
 
@@ -36,6 +37,10 @@ __all__ = [
 ]
 
 
+RETRIES = 12
+"""Reconnection attempts per command (backoff up to 1 s: about 10 s in all)."""
+
+
 class RedisPool:
     """One process's part in a pool: its Redis clients, its gateway host, its worker.
 
@@ -46,11 +51,9 @@ class RedisPool:
     """
 
     def __init__(self, url: str, config: PoolConfig | None = None) -> None:
-        from redis.asyncio import Redis
-
         self.url = url
         self.config = config or PoolConfig()
-        self.redis: Redis = Redis.from_url(url)
+        self.redis: Redis = self._connect(single=False)
         self._clients: list[Redis] = [self.redis]
         self._tasks: list[asyncio.Task[None]] = []
         self.worker_: Worker | None = None
@@ -62,10 +65,24 @@ class RedisPool:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _client(self) -> Any:
+    def _connect(self, *, single: bool) -> Any:
         from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialBackoff
+        from redis.exceptions import ConnectionError, TimeoutError
 
-        client = Redis.from_url(self.url, single_connection_client=True)
+        # A connection that broke (a Redis restart) is replaced and the command
+        # sent again, for about RETRY_SECONDS; after that the caller decides.
+        retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRIES)
+        return Redis.from_url(
+            self.url,
+            single_connection_client=single,
+            retry=retry,
+            retry_on_error=[ConnectionError, TimeoutError, OSError],
+        )
+
+    def _client(self) -> Any:
+        client = self._connect(single=True)
         self._clients.append(client)
         return client
 

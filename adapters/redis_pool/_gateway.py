@@ -31,6 +31,7 @@ from codexcore.protocol import (
     encode_submission,
 )
 
+from .._host import HostRefusal
 from ._keys import Keys
 from ._streams import Entries, StreamReader
 
@@ -139,10 +140,15 @@ class Gateway:
 
     async def create(self, session_id: str) -> RemoteEngine:
         keys = self._keys
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(keys.state(session_id), mapping={"created": time.time(), "next_seq": 0})
-            pipe.xadd(keys.sessions, {"session": session_id})
-            await pipe.execute()
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys.state(session_id), mapping={"created": time.time(), "next_seq": 0})
+                pipe.xadd(keys.sessions, {"session": session_id})
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise HostRefusal(
+                "unavailable", f"the session store cannot be reached now ({exc}); try again"
+            ) from None
         engine = RemoteEngine(self, session_id)
         self._reader.add(keys.events(session_id), b"0-0", engine.feed)
         log.info("session created", session=session_id)
@@ -150,6 +156,14 @@ class Gateway:
 
     async def open(self, session_id: str) -> tuple[RemoteEngine, Sequence[Event]] | None:
         """A session some gateway created, with the events its stream still holds."""
+        try:
+            return await self._open(session_id)
+        except (RedisError, OSError) as exc:
+            raise HostRefusal(
+                "unavailable", f"the session store cannot be reached now ({exc}); try again"
+            ) from None
+
+    async def _open(self, session_id: str) -> tuple[RemoteEngine, Sequence[Event]] | None:
         keys = self._keys
         redis: Any = self._redis
         state = await redis.hgetall(keys.state(session_id))
