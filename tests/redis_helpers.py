@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
-import subprocess
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,7 +38,7 @@ class RedisServer:
         self.directory = directory
         self.persistent = persistent
         self.port = _free_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: asyncio.subprocess.Process | None = None
 
     @property
     def url(self) -> str:
@@ -56,17 +55,18 @@ class RedisServer:
         return argv
 
     async def start(self) -> None:
-        log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 (the process keeps it)
-        self.process = subprocess.Popen(self._argv(), stdout=log, stderr=log)
-        log.close()
+        argv = [*self._argv(), "--logfile", str(self.directory / "redis.log")]
+        self.process = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
         try:
             async with asyncio.timeout(10):
                 while not await self._answers():
-                    if self.process.poll() is not None:
+                    if self.process.returncode is not None:
                         raise RuntimeError(self._log_tail())
                     await asyncio.sleep(0.02)
         except (TimeoutError, RuntimeError) as exc:
-            self.stop()
+            await self.stop()
             pytest.skip(f"redis-server did not start: {exc}")
 
     async def _answers(self) -> bool:
@@ -83,14 +83,16 @@ class RedisServer:
         path = self.directory / "redis.log"
         return path.read_text(errors="replace")[-2000:] if path.exists() else "(no log)"
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+    async def stop(self) -> None:
+        """SIGTERM: Redis writes what it must (with persistence) and exits."""
+        if self.process is not None and self.process.returncode is None:
             self.process.terminate()
-            self.process.wait(10)
+            async with asyncio.timeout(10):
+                await self.process.wait()
         self.process = None
 
     async def restart(self) -> None:
-        self.stop()
+        await self.stop()
         await self.start()
 
     def client(self) -> Any:
@@ -109,7 +111,7 @@ async def redis_server(*, persistent: bool = False) -> AsyncIterator[RedisServer
         await server.start()
         yield server
     finally:
-        server.stop()
+        await server.stop()
         shutil.rmtree(directory, ignore_errors=True)
 
 

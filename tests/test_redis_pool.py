@@ -26,7 +26,7 @@ from codexcore.testing import (
 )
 
 from .redis_helpers import Pool, open_session, pool
-from .server_helpers import Client, kind, say
+from .server_helpers import TOKEN, Client, kind, say
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,8 @@ async def test_sessions_spread_over_workers_and_any_gateway_serves_any_session(
         ui, session_id = sessions[0]
         watcher = await b.client()
         welcome = await watcher.greet(session_id=session_id, last_seq=-1, control=False)
-        assert welcome["type"] == "welcome" and welcome["resumed"], welcome
+        assert welcome["type"] == "welcome", welcome
+        assert welcome["resumed"]
         await watcher.until("task_complete", id="u0")
         assert watcher.events() == ui.events()
 
@@ -102,7 +103,8 @@ async def test_a_resend_through_another_gateway_is_acked_as_a_duplicate(tmp_path
         assert ack["msg"]["duplicate"] is True
         # The watcher on A sees the same duplicate ack, and nothing ran twice.
         seen = await ui.until("submission_ack", id="u1")
-        assert seen["msg"]["duplicate"] is True and seen["seq"] == ack["seq"]
+        assert seen["msg"]["duplicate"] is True
+        assert seen["seq"] == ack["seq"]
         assert len(model.requests) == 1
         await run_task(other, "u2")
         assert len(model.requests) == 2
@@ -157,7 +159,8 @@ async def test_sigkill_of_a_gateway_then_replay_through_the_other(tmp_path: Path
         await a.wait_exit()
         again = await b.client()
         welcome = await again.greet(session_id=session_id, last_seq=before[-1]["seq"])
-        assert welcome["type"] == "welcome" and welcome["replay_complete"], welcome
+        assert welcome["type"] == "welcome", welcome
+        assert welcome["replay_complete"]
         await again.until("task_complete", id="u1", within=20)
         events = before + again.events()
         assert [e["seq"] for e in events] == list(range(len(events)))
@@ -208,3 +211,42 @@ async def test_a_redis_restart_between_tasks_loses_nothing_acknowledged(tmp_path
         assert watcher.events()[: len(before)] == before
         assert watcher.events() == ui.events()
         ui.check_invariants()
+
+
+async def test_json_rpc_through_a_gateway_with_its_token(tmp_path: Path) -> None:
+    """Seed 000's dialect, handshake and token work on a gateway as on one server."""
+    model = ScriptedModel([text_response("rpc answer")])
+    async with pool(model, tmp_path) as running:
+        gateway = await running.gateway()
+        await workers(running, "w1")
+        refused = await gateway.client()
+        await refused.send(rpc_initialize("guess"))
+        await refused.to_end()
+        assert refused.seen[0]["error"]["code"] == -32011, refused.seen
+        ui = await gateway.client()
+        await ui.send(
+            rpc_initialize(TOKEN), rpc("2", "run.start", input={"type": "text", "text": "hi"})
+        )
+        statuses: list[str] = []
+        async with asyncio.timeout(20):
+            while "completed" not in statuses:
+                message = await ui.recv()
+                assert message is not None, ui.seen
+                if message.get("method") == "run.status":
+                    statuses.append(message["params"]["status"])
+        assert statuses[0] == "running", ui.seen
+        assert len(model.requests) == 1
+
+
+def rpc(rid: str, method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+def rpc_initialize(token: str) -> dict[str, Any]:
+    return rpc(
+        "1",
+        "initialize",
+        protocol_version="0",
+        client={"name": "tests", "version": "0"},
+        auth={"token": token},
+    )
