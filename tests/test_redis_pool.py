@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from codexcore.testing import (
 )
 
 from .redis_helpers import Pool, open_session, pool
-from .server_helpers import TOKEN, Client, kind, say
+from .server_helpers import PY, TOKEN, Client, kind, say, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -250,3 +251,57 @@ def rpc_initialize(token: str) -> dict[str, Any]:
         client={"name": "tests", "version": "0"},
         auth={"token": token},
     )
+
+
+async def test_doctor_checks_that_workers_share_the_workspace(tmp_path: Path) -> None:
+    model = ScriptedModel([text_response("pong")])
+    async with pool(model, tmp_path) as running:
+        await workers(running, "w1")
+        doctor = await asyncio.create_subprocess_exec(
+            PY,
+            "-m",
+            "codexcore",
+            "doctor",
+            "--redis",
+            running.redis.url,
+            "--cwd",
+            str(tmp_path),
+            env=server_env(running.http.base_url),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        async with asyncio.timeout(30):
+            out, _ = await doctor.communicate()
+        text = out.decode()
+        assert f"ok    pool: worker w1 on {socket.gethostname()} shares the workspace" in text, text
+        assert doctor.returncode == 0, text
+
+
+def test_doctor_names_a_worker_that_sees_another_directory() -> None:
+    from codexcore.cli._doctor_pool import _compare
+
+    info = {"host": "far", "cwd": "/work", "workspace": "aaa"}
+    status, text = _compare("w9", info, "/work", "bbb")
+    assert status == "fail"
+    assert "worker w9 on far sees a different /work (not one shared volume)" in text
+    unreachable = {**info, "workspace": "unreachable: [Errno 2] No such file or directory"}
+    assert _compare("w9", unreachable, "/work", "bbb")[0] == "fail"
+    assert _compare("w9", {**info, "workspace": "bbb"}, "/work", "bbb")[0] == "ok"
+
+
+async def test_a_worker_stopped_with_sigterm_hands_its_sessions_over_at_once(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(answers(2))
+    async with pool(model, tmp_path) as running:
+        gateway = await running.gateway()
+        # A lease far longer than the test's patience: only a handover can move the session.
+        await asyncio.gather(*(running.worker(n, "--lease", "60") for n in ("w1", "w2")))
+        ui, session_id = await open_session(gateway)
+        await run_task(ui, "u1")
+        first = await running.owner(session_id)
+        assert await running.workers[first].stop() == 0
+        await run_task(ui, "u2", within=10)
+        assert await running.owner(session_id) != first
+        assert ui.of("turn_aborted") == []
+        ui.check_invariants()

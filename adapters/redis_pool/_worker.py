@@ -61,6 +61,7 @@ from codexcore.protocol import (
 from . import _keys
 from ._keys import GROUP, Keys, event_id
 from ._streams import Entries, StreamReader
+from ._workspace import workspace_id
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -229,12 +230,35 @@ class Worker:
 
     async def _lease_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.pool.lease / 3)
             try:
+                await self._heartbeat()
                 await self._renew()
                 await self._claim_abandoned()
             except (RedisError, OSError) as exc:
                 await self._redis_trouble(exc)
+            await asyncio.sleep(self.pool.lease / 3)
+
+    async def _heartbeat(self) -> None:
+        """Say who this worker is and how it sees the workspace (for ``doctor``)."""
+        cwd = self.config.session.cwd
+        try:
+            workspace = await asyncio.to_thread(workspace_id, cwd)
+        except OSError as exc:
+            workspace = f"unreachable: {exc}"
+        key = self.keys.worker(self.name)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                key,
+                mapping={
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "cwd": cwd,
+                    "workspace": workspace,
+                    "sessions": len(self.sessions),
+                },
+            )
+            pipe.pexpire(key, self.lease_ms * 3)
+            await pipe.execute()
 
     async def _renew(self) -> None:
         owned = list(self.sessions.values())
