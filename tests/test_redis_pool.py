@@ -27,7 +27,7 @@ from codexcore.testing import (
 )
 
 from .redis_helpers import Pool, open_session, pool
-from .server_helpers import PY, TOKEN, Client, kind, say, server_env
+from .server_helpers import PY, TOKEN, Client, kind, say, server_env, sub
 
 pytestmark = pytest.mark.anyio
 
@@ -63,7 +63,15 @@ async def test_a_task_runs_on_a_worker_through_a_gateway(tmp_path: Path) -> None
         await run_task(ui, "u1", "hi")
         assert ui.of("agent_message")[-1]["message"] == "hello from the pool"
         assert await running.owner(session_id) == "w1"
+        await ui.send(sub("bye", "shutdown"))
+        await ui.until("shutdown_complete", id="bye")
         ui.check_invariants()
+        # The session has ended for every gateway: it cannot be attached again.
+        late = await gateway.client()
+        refused = await late.greet(session_id=session_id, last_seq=-1)
+        assert refused["type"] == "refused", refused
+        assert refused["code"] == "unknown_session"
+        await running.workers["w1"].wait_stderr(rf"session ended.*{session_id}")
 
 
 async def test_sessions_spread_over_workers_and_any_gateway_serves_any_session(

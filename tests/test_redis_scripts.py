@@ -54,10 +54,13 @@ async def emit(r: Any, fence: int, seqs: range, maxlen: int = 100) -> Any:
 async def test_a_live_lease_cannot_be_taken_and_each_takeover_raises_the_fence(r: Any) -> None:
     first = await take(r, "w1")
     assert first[:2] == [1, b""]
-    assert await take(r, "w2") is None  # w1's lease is live
+    assert await take(r, "w2") == b"owned"  # w1's lease is live
     await r.delete(KEYS.lease(SID))  # as its TTL would
     second = await take(r, "w2")
     assert second[:2] == [2, b"w1"]  # the new fence, and who was there before
+    await r.hset(KEYS.state(SID), "ended", "1")
+    await r.delete(KEYS.lease(SID))
+    assert await take(r, "w3") == b"gone"
 
 
 async def test_a_stale_fence_writes_nothing(r: Any) -> None:

@@ -89,11 +89,12 @@ FENCED = "FENCED"
 """The error a script answers when the caller's fencing number is not the current one."""
 
 # KEYS fence lease state; ARGV worker lease_ms.
-# -> false (owned by a live worker, or ended) | {fence, previous owner, running, next_seq, cursor}
+# -> 'owned' (by a live worker) | 'gone' (ended, or expired)
+#    | {fence, previous owner, running, next_seq, cursor}
 TAKE = """
-if redis.call('EXISTS', KEYS[2]) == 1 then return false end
-if redis.call('HGET', KEYS[3], 'ended') == '1' then return false end
-if redis.call('EXISTS', KEYS[3]) == 0 then return false end
+if redis.call('EXISTS', KEYS[2]) == 1 then return 'owned' end
+if redis.call('HGET', KEYS[3], 'ended') == '1' then return 'gone' end
+if redis.call('EXISTS', KEYS[3]) == 0 then return 'gone' end
 local fence = redis.call('INCR', KEYS[1])
 redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. fence, 'PX', ARGV[2])
 local previous = redis.call('HGET', KEYS[3], 'owner') or ''

@@ -187,9 +187,9 @@ class Worker:
                 continue
             for _, entries in reply or []:
                 for entry_id, fields in entries:
-                    await self._take(fields[b"session"].decode(), entry_id.decode())
+                    await self._take(fields[b"session"].decode(), entry_id.decode(), fresh=True)
 
-    async def _take(self, session_id: str, entry_id: str) -> None:
+    async def _take(self, session_id: str, entry_id: str, *, fresh: bool = False) -> None:
         keys = self.keys
         try:
             taken: Any = await self.script("TAKE")(
@@ -199,8 +199,13 @@ class Worker:
         except (RedisError, OSError) as exc:
             await self._redis_trouble(exc)
             return
-        if not taken:
-            return  # a live worker owns it, or it has ended
+        if taken in (b"owned", b"gone"):
+            # A new entry for a session a live worker owns is a second offer (a handover
+            # that raced a takeover); an ended session's entry is done: drop both. A
+            # claimed entry of a live owner goes back to it with its next renewal.
+            if taken == b"gone" or fresh:
+                await self._discard(entry_id)
+            return
         fence = int(taken[0])
         previous, running, next_seq, cursor = (value.decode() for value in taken[1:])
         session = OwnedSession(self, session_id, entry_id, fence, int(next_seq), cursor)
@@ -214,6 +219,12 @@ class Worker:
         except Exception:
             log.exception("session start failed", session=session_id)
             session.drop("could not start")
+
+    async def _discard(self, entry_id: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xack(self.keys.sessions, GROUP, entry_id)
+            pipe.xdel(self.keys.sessions, entry_id)
+            await pipe.execute()
 
     def forget(self, session: OwnedSession) -> None:
         if self.sessions.get(session.id) is session:
