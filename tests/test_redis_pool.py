@@ -313,3 +313,20 @@ async def test_a_worker_stopped_with_sigterm_hands_its_sessions_over_at_once(
         assert await running.owner(session_id) != first
         assert ui.of("turn_aborted") == []
         ui.check_invariants()
+
+
+async def test_a_killed_worker_is_taken_over_before_its_lease_runs_out(tmp_path: Path) -> None:
+    """Redis sees a killed worker's connections close: no waiting for a 60 s lease."""
+    model = ScriptedModel([idle(text_response("never finished")), *answers(1)])
+    async with pool(model, tmp_path) as running:
+        gateway = await running.gateway()
+        await asyncio.gather(*(running.worker(n, "--lease", "60") for n in ("w1", "w2")))
+        ui, session_id = await open_session(gateway)
+        await ui.send(say("u1", "start"))
+        await ui.until("agent_message_delta", id="u1", within=20)
+        lost = await running.owner(session_id)
+        await running.workers[lost].kill()
+        aborted = await ui.until("turn_aborted", id="u1", within=20)
+        assert aborted["msg"]["reason"] == "worker_lost"
+        await run_task(ui, "u2")
+        ui.check_invariants()

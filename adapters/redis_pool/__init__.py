@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._host import HostConfig, SessionHost
 from ._gateway import Gateway, RemoteEngine
-from ._keys import Keys
+from ._keys import WORKER_CLIENT, Keys
 from ._streams import StreamReader
 from ._worker import Fenced, PoolConfig, Worker, default_worker_name
 
@@ -65,7 +65,7 @@ class RedisPool:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _connect(self, *, single: bool) -> Any:
+    def _connect(self, *, single: bool, name: str | None = None) -> Any:
         from redis.asyncio import Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import ExponentialBackoff
@@ -77,12 +77,13 @@ class RedisPool:
         return Redis.from_url(
             self.url,
             single_connection_client=single,
+            client_name=name,
             retry=retry,
             retry_on_error=[ConnectionError, TimeoutError, OSError],
         )
 
-    def _client(self) -> Any:
-        client = self._connect(single=True)
+    def _client(self, name: str | None = None) -> Any:
+        client = self._connect(single=True, name=name)
         self._clients.append(client)
         return client
 
@@ -109,10 +110,19 @@ class RedisPool:
         from codexcore.engine import ModelClientPool
 
         clients = ModelClientPool(engine_config, transport=transport, shards=16)
+        name = name or default_worker_name()
+        # Every connection of a worker carries its name: when Redis sees them all
+        # closed, the other workers take its sessions over without waiting out
+        # its lease (Worker._claim_from_the_dead).
+        connection_name = f"{WORKER_CLIENT}{name}"
+        redis = self._connect(single=False, name=connection_name)
+        self._clients.append(redis)
+        reader = StreamReader(self._client(connection_name), redis)
+        self._tasks.append(asyncio.create_task(reader.run(), name="codexcore-redis-reader"))
         worker = Worker(
-            self.redis,
-            self._reader(),
-            self._client(),
+            redis,
+            reader,
+            self._client(connection_name),
             engine_config,
             self.config,
             name=name,

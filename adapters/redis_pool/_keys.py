@@ -162,3 +162,18 @@ redis.call('XACK', KEYS[3], ARGV[2], ARGV[3])
 redis.call('XDEL', KEYS[3], ARGV[3])
 return redis.call('XADD', KEYS[3], '*', 'session', ARGV[4])
 """
+
+# KEYS lease; ARGV worker -> 1 when the lease was that worker's and is gone now.
+# A worker whose connections Redis saw close (a killed process) need not be
+# waited for until its lease runs out.
+RELEASE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and string.sub(holder, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
+WORKER_CLIENT = "codexcore-worker."
+"""The connection name of a worker's Redis connections (``CLIENT SETNAME``), then its name."""

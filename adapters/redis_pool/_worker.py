@@ -33,6 +33,7 @@ import contextlib
 import datetime
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -130,11 +131,12 @@ class Worker:
         self.config = attrs.evolve(engine_config, acknowledge_submissions=True, home=str(self.home))
         self.clients = clients or ModelClientPool(self.config, shards=16)
         self.sessions: dict[str, OwnedSession] = {}
+        self._suspects: set[str] = set()  # workers with no connection at the last look
         self._room = asyncio.Event()
         self._room.set()
         self._scripts = {
             name: redis.register_script(getattr(_keys, name))
-            for name in ("TAKE", "RENEW", "EMIT", "ACCEPT", "END", "HAND_OVER")
+            for name in ("TAKE", "RENEW", "EMIT", "ACCEPT", "END", "HAND_OVER", "RELEASE")
         }
 
     @property
@@ -240,14 +242,20 @@ class Worker:
     # --- the lease ------------------------------------------------------------------
 
     async def _lease_forever(self) -> None:
+        """Renew every third of the lease; look for dead workers every second at most."""
+        tick = min(self.pool.lease / 5, 1.0)
+        renewed = 0.0
         while True:
             try:
-                await self._heartbeat()
-                await self._renew()
-                await self._claim_abandoned()
+                if time.monotonic() - renewed >= self.pool.lease / 3:
+                    await self._heartbeat()
+                    await self._renew()
+                    await self._claim_abandoned()
+                    renewed = time.monotonic()
+                await self._claim_from_the_dead()
             except (RedisError, OSError) as exc:
                 await self._redis_trouble(exc)
-            await asyncio.sleep(self.pool.lease / 3)
+            await asyncio.sleep(tick)
 
     async def _heartbeat(self) -> None:
         """Say who this worker is and how it sees the workspace (for ``doctor``)."""
@@ -303,6 +311,49 @@ class Worker:
                 continue
             session_id = fields[b"session"].decode()
             if session_id not in self.sessions:
+                await self._take(session_id, entry_id.decode())
+
+    async def _claim_from_the_dead(self) -> None:
+        """Take over the sessions of workers whose every Redis connection has closed.
+
+        A killed process's sockets close at once, so its sessions move well
+        before its lease runs out. Seen gone at two looks in a row (a Redis
+        restart drops every connection for a moment, and workers reconnect
+        within that); a frozen or cut-off worker keeps its connections open
+        and waits out its lease. Fencing keeps either way safe.
+        """
+        if not self._room.is_set():
+            return
+        redis = self.redis_any
+        try:
+            clients = await redis.client_list()
+        except ResponseError:
+            return  # CLIENT LIST not allowed (ACLs): leases alone, then
+        live = {
+            c.get("name", "")[len(_keys.WORKER_CLIENT) :]
+            for c in clients
+            if c.get("name", "").startswith(_keys.WORKER_CLIENT)
+        }
+        summary = await redis.xpending(self.keys.sessions, GROUP)
+        owners = {c["name"].decode() for c in summary.get("consumers", [])}
+        gone = owners - live - {self.name}
+        dead, self._suspects = gone & self._suspects, gone
+        for worker in dead:
+            await self._claim_from(worker)
+
+    async def _claim_from(self, dead: str) -> None:
+        redis, keys = self.redis_any, self.keys
+        pending = await redis.xpending_range(
+            keys.sessions, GROUP, min="-", max="+", count=100, consumername=dead
+        )
+        for entry in pending:
+            claimed = await redis.xclaim(keys.sessions, GROUP, self.name, 0, [entry["message_id"]])
+            for entry_id, fields in claimed:
+                if not fields:
+                    continue
+                session_id = fields[b"session"].decode()
+                await self.script("RELEASE")(keys=[keys.lease(session_id)], args=[dead])
+                log.info("worker gone: taking its session", worker=dead, session=session_id)
                 await self._take(session_id, entry_id.decode())
 
     async def _redis_trouble(self, exc: BaseException) -> None:
