@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._host import HostConfig, SessionHost
 from ._gateway import Gateway, RemoteEngine
 from ._keys import WORKER_CLIENT, Keys
-from ._streams import StreamReader
+from ._streams import BLOCK_MS, StreamReader
 from ._worker import Fenced, PoolConfig, Worker, default_worker_name
 
 if TYPE_CHECKING:
@@ -36,6 +36,12 @@ __all__ = [
     "default_worker_name",
 ]
 
+
+COMMAND_TIMEOUT = 10.0
+"""Seconds a command may wait for Redis's answer before the connection is replaced."""
+
+BLOCKING_SOCKET_TIMEOUT = BLOCK_MS / 1000 + COMMAND_TIMEOUT
+"""The same for the connections that block in XREAD and XREADGROUP."""
 
 RETRIES = 12
 """Reconnection attempts per command (backoff up to 1 s: about 10 s in all)."""
@@ -76,6 +82,9 @@ class RedisPool:
         retry = Retry(ExponentialBackoff(cap=1.0, base=0.05), RETRIES)
         return Redis.from_url(
             self.url,
+            # A blocking read waits BLOCK_MS on the server: its socket must wait longer
+            # (redis-py's default of 5 s would cut it, and retry it, again and again).
+            socket_timeout=BLOCKING_SOCKET_TIMEOUT if single else COMMAND_TIMEOUT,
             single_connection_client=single,
             client_name=name,
             retry=retry,
