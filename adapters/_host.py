@@ -384,14 +384,18 @@ class Attachment:
     def hand_over(self) -> None:
         """Give what is queued straight to an idle transport (see :meth:`wait`)."""
         direct = self._direct
-        if direct is None or not self._queue or self.closed or self._cursor is not None:
+        if direct is None or self.closed or self._cursor is not None:
             return
-        batch = self._collect(DEFAULT_BATCH_BYTES)
-        if self._room is not None:
-            self._room.set()
-        if not direct(batch):
-            self._direct = None  # the transport is busy now: its writer takes over
-            self._wake.set()
+        # All of it: a run of more than one batch (a burst read from a worker pool's
+        # stream) must not wait in the queue for the next event to come.
+        while self._queue:
+            batch = self._collect(DEFAULT_BATCH_BYTES)
+            if self._room is not None:
+                self._room.set()
+            if not direct(batch):
+                self._direct = None  # the transport is busy now: its writer takes over
+                self._wake.set()
+                return
 
     def notice(self, msg: ConnectionMsg) -> None:
         """Queue a message for this connection alone (never dropped)."""
