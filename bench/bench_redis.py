@@ -157,13 +157,19 @@ async def session(gateway: Proc) -> tuple[AsyncConn, str]:
     return conn, str(welcome["session_id"])
 
 
-async def run_task(conn: AsyncConn, sub_id: str) -> tuple[int, float]:
+async def run_task(conn: AsyncConn, sub_id: str, within: float = 60.0) -> tuple[int, float]:
     """One Task: (events read, seconds from user_input to task_complete)."""
     started = time.perf_counter()
     await conn.send(user_input(sub_id, "go"))
     events = 0
+    last: list[bytes] = []
     while True:
-        line = await conn.reader.readline()
+        try:
+            async with asyncio.timeout(within):
+                line = await conn.reader.readline()
+        except TimeoutError:
+            raise RuntimeError(f"{sub_id}: no task_complete; last lines {last}") from None
+        last = [*last[-4:], line[:120]]
         if not line:
             raise EOFError("the gateway closed the connection")
         events += 1
