@@ -330,3 +330,43 @@ async def test_a_killed_worker_is_taken_over_before_its_lease_runs_out(tmp_path:
         assert aborted["msg"]["reason"] == "worker_lost"
         await run_task(ui, "u2")
         ui.check_invariants()
+
+
+async def test_an_unreachable_redis_is_named_without_its_password(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once closed
+    url = f"redis://:hunter2-secret@127.0.0.1:{port}/0"
+    process = await asyncio.create_subprocess_exec(
+        PY,
+        *("-m", "codexcore", "serve", "--redis", url, "--role", "worker"),
+        env=server_env(None),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+    text = err.decode()
+    assert process.returncode == 1, text
+    assert f"cannot reach redis at redis://:***@127.0.0.1:{port}/0" in text, text
+    assert "hunter2" not in text + out.decode()
+
+
+async def test_serve_redis_refuses_flags_that_cannot_work(tmp_path: Path) -> None:
+    async def refused(*args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            PY,
+            *("-m", "codexcore", "serve", "--redis", "redis://127.0.0.1:1/0", *args),
+            env=server_env(None),
+            cwd=tmp_path,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        async with asyncio.timeout(30):
+            _, err = await process.communicate()
+        assert process.returncode == 2, err
+        return err.decode()
+
+    assert "a gateway listens somewhere" in await refused("--role", "gateway")
+    assert "--lease must be more than 0" in await refused("--role", "worker", "--lease", "0")
+    assert "does not serve --stdio" in await refused("--stdio")

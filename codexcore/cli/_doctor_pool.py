@@ -27,6 +27,7 @@ async def _check(url: str, directory: str, mine: str, seconds: float) -> list[tu
     from redis.asyncio import Redis
 
     from ..adapters.redis_pool import Keys
+    from ._serve_redis import shown
 
     client: Any = Redis.from_url(url, socket_timeout=seconds, socket_connect_timeout=seconds)
     try:
@@ -34,10 +35,10 @@ async def _check(url: str, directory: str, mine: str, seconds: float) -> list[tu
             await client.ping()
             workers = await _workers(client, Keys())
     except Exception as exc:  # doctor reports; it never ends in a traceback
-        return [("fail", f"pool: redis at {url}: {type(exc).__name__}: {exc}")]
+        return [("fail", f"pool: redis at {shown(url)}: {type(exc).__name__}: {exc}")]
     finally:
         await client.aclose()
-    lines: list[tuple[Status, str]] = [("ok", f"pool: redis at {url} answers")]
+    lines: list[tuple[Status, str]] = [("ok", f"pool: redis at {shown(url)} answers")]
     if not workers:
         lines.append(("warn", "pool: no live worker (none has renewed its heartbeat lately)"))
     for name, info in sorted(workers.items()):

@@ -45,6 +45,19 @@ def add_arguments(parser: Any) -> None:
     )
 
 
+def shown(url: str) -> str:
+    """``url`` fit for a log: its password (``redis://user:secret@host``) masked."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def _say(message: str) -> None:
     from ._serve import _say as say
 
@@ -95,7 +108,7 @@ async def _serve(args: argparse.Namespace, config: Any) -> int:
     try:
         await pool.__aenter__()
     except (RedisError, OSError) as exc:
-        _say(f"cannot reach redis at {args.redis}: {exc}")
+        _say(f"cannot reach redis at {shown(args.redis)}: {exc}")
         await pool.aclose()
         return 1
     try:
@@ -109,7 +122,7 @@ async def _serve_roles(args: argparse.Namespace, config: Any, pool: RedisPool) -
 
     if args.role in ("worker", "all"):
         worker = pool.worker(config.engine, name=args.worker_name)
-        _say(f"worker {worker.name} serving sessions from {args.redis}")
+        _say(f"worker {worker.name} serving sessions from {shown(args.redis)}")
     host = None
     listeners: list[Listener] = []
     if args.role in ("gateway", "all"):
