@@ -84,9 +84,19 @@ async def test_a_renewal_with_a_stale_fence_is_refused(r: Any) -> None:
     await take(r, "w1", lease_ms=1)
     await asyncio.sleep(0.01)
     await take(r, "w2")
+    await r.xgroup_create(KEYS.sessions, "workers", id="0", mkstream=True)
+    entry = await r.xadd(KEYS.sessions, {"session": SID})
+    await r.xreadgroup("workers", "w2", {KEYS.sessions: ">"})
     renew = r.register_script(_keys.RENEW)
-    assert await renew(keys=[KEYS.fence(SID), KEYS.lease(SID)], args=[1, "w1", 5000]) == 0
+
+    async def renewal(worker: str, fence: int) -> Any:
+        keys = [KEYS.sessions, KEYS.fence(SID), KEYS.lease(SID)]
+        return await renew(keys=keys, args=[worker, 5000, "workers", fence, entry])
+
+    assert await renewal("w1", 1) == [0]
     assert await r.get(KEYS.lease(SID)) == b"w2 2"
+    assert await renewal("w2", 2) == [1]
+    assert await r.pttl(KEYS.lease(SID)) > 4000
 
 
 async def test_submission_ids_are_accepted_once_within_their_ttl(r: Any) -> None:

@@ -147,7 +147,10 @@ class RedisPool:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            await self.worker_.aclose()
+            # Without Redis there is nobody to hand over to: the leases run out instead.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.lease):
+                    await self.worker_.aclose()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -104,11 +104,24 @@ return {fence, previous, redis.call('HGET', KEYS[3], 'running') or '',
         redis.call('HGET', KEYS[3], 'cursor') or '0-0'}
 """
 
-# KEYS fence lease; ARGV fence worker lease_ms -> 1, or 0 when fenced off.
+# KEYS sessions (fence lease)*; ARGV worker lease_ms group (fence entry_id)*
+# -> per session 1, or 0 when fenced off. One call renews every lease of a
+# worker and keeps its pending entries young (XAUTOCLAIM looks elsewhere):
+# one round trip, however busy the worker's loop is.
 RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[1], 'PX', ARGV[3])
-return 1
+local renewed = {}
+for i = 2, #KEYS, 2 do
+  local n = i / 2
+  local fence = ARGV[2 + 2 * n]
+  if redis.call('GET', KEYS[i]) == fence then
+    redis.call('SET', KEYS[i + 1], ARGV[1] .. ' ' .. fence, 'PX', ARGV[2])
+    redis.call('XCLAIM', KEYS[1], ARGV[3], ARGV[1], 0, ARGV[3 + 2 * n], 'JUSTID')
+    renewed[n] = 1
+  else
+    renewed[n] = 0
+  end
+end
+return renewed
 """
 
 # KEYS fence events state history; ARGV fence maxlen running next_seq n (id data)*n line*

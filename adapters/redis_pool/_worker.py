@@ -160,6 +160,7 @@ class Worker:
         async with asyncio.TaskGroup() as group:
             group.create_task(self._claim_forever())
             group.create_task(self._lease_forever())
+            group.create_task(self._claims_forever())
 
     async def aclose(self) -> None:
         """Hand every session over to the other workers (a graceful stop)."""
@@ -242,16 +243,31 @@ class Worker:
     # --- the lease ------------------------------------------------------------------
 
     async def _lease_forever(self) -> None:
-        """Renew every third of the lease; look for dead workers every second at most."""
+        """Renew every third of the lease, in a task that does nothing else: a slow
+        takeover or a busy disk must not make this worker's own leases run out."""
+        renewed = time.monotonic()
+        while True:
+            await asyncio.sleep(self.pool.lease / 3)
+            try:
+                await self._renew()
+            except (RedisError, OSError) as exc:
+                await self._redis_trouble(exc)
+                continue
+            now = time.monotonic()
+            if now - renewed > self.pool.lease:
+                log.warning("lease renewal late", worker=self.name, seconds=now - renewed)
+            renewed = now
+
+    async def _claims_forever(self) -> None:
+        """Take over abandoned sessions: every second at most, and every third of the lease."""
         tick = min(self.pool.lease / 5, 1.0)
-        renewed = 0.0
+        looked = 0.0
         while True:
             try:
-                if time.monotonic() - renewed >= self.pool.lease / 3:
+                if time.monotonic() - looked >= self.pool.lease / 3:
                     await self._heartbeat()
-                    await self._renew()
                     await self._claim_abandoned()
-                    renewed = time.monotonic()
+                    looked = time.monotonic()
                 await self._claim_from_the_dead()
             except (RedisError, OSError) as exc:
                 await self._redis_trouble(exc)
@@ -283,19 +299,12 @@ class Worker:
         owned = list(self.sessions.values())
         if not owned:
             return
-        keys, renew = self.keys, self.script("RENEW")
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for session in owned:
-                await renew(
-                    keys=[keys.fence(session.id), keys.lease(session.id)],
-                    args=[session.fence, self.name, self.lease_ms],
-                    client=pipe,
-                )
-            # Pending entries of live sessions stay young: XAUTOCLAIM looks elsewhere.
-            pipe.xclaim(
-                keys.sessions, GROUP, self.name, 0, [s.entry_id for s in owned], justid=True
-            )
-            results = await pipe.execute()
+        keys: list[str] = [self.keys.sessions]
+        args: list[Any] = [self.name, self.lease_ms, GROUP]
+        for session in owned:
+            keys += [self.keys.fence(session.id), self.keys.lease(session.id)]
+            args += [session.fence, session.entry_id]
+        results = await self.script("RENEW")(keys=keys, args=args)
         for session, ok in zip(owned, results, strict=False):
             if not ok:
                 session.drop("fenced off: another worker took the session over")
