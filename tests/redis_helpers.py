@@ -8,6 +8,7 @@ cannot start one.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import socket
 import tempfile
@@ -152,17 +153,19 @@ class Pool:
         return server
 
     async def owner(self, session_id: str, within: float = 15.0) -> str:
-        """The worker that took ``session_id`` last (from their logs)."""
+        """The worker that took ``session_id`` last: the highest fencing number in
+        the workers' logs."""
+        pattern = re.compile(rf"session taken session='{re.escape(session_id)}' fence=(\d+)")
         deadline = asyncio.get_running_loop().time() + within
         while True:
             found = [
-                (line_no, name)
+                (int(match[1]), name)
                 for name, worker in self.workers.items()
-                for line_no, line in enumerate(worker.stderr)
-                if "session taken" in line and session_id in line
+                for line in worker.stderr
+                if (match := pattern.search(line))
             ]
             if found:
-                return found[-1][1]
+                return max(found)[1]
             if asyncio.get_running_loop().time() > deadline:
                 logs = {name: w.stderr[-10:] for name, w in self.workers.items()}
                 raise AssertionError(f"no worker took {session_id}: {logs}")

@@ -31,7 +31,7 @@ from .server_helpers import PY, TOKEN, Client, kind, say, server_env, sub
 
 pytestmark = pytest.mark.anyio
 
-LEASE = "1.5"  # seconds: takeovers within the tests' patience (the default is 5)
+LEASE = "2.5"  # seconds: a frozen worker's takeover within the tests' patience (default 5)
 
 
 def paused(response: ScriptedResponse, seconds: float) -> ScriptedResponse:
@@ -50,8 +50,8 @@ async def run_task(ui: Client, sub_id: str, text: str = "go", within: float = 20
     return await ui.until("task_complete", id=sub_id, within=within)
 
 
-async def workers(running: Pool, *names: str) -> None:
-    await asyncio.gather(*(running.worker(name, "--lease", LEASE) for name in names))
+async def workers(running: Pool, *names: str, lease: str = "5") -> None:
+    await asyncio.gather(*(running.worker(name, "--lease", lease) for name in names))
 
 
 async def test_a_task_runs_on_a_worker_through_a_gateway(tmp_path: Path) -> None:
@@ -178,10 +178,10 @@ async def test_sigkill_of_a_gateway_then_replay_through_the_other(tmp_path: Path
 
 
 async def test_a_paused_worker_is_fenced_off_after_its_lease(tmp_path: Path) -> None:
-    model = ScriptedModel([paused(text_response("late words", chunks=4), 4.0), *answers(1)])
+    model = ScriptedModel([paused(text_response("late words", chunks=4), 6.0), *answers(1)])
     async with pool(model, tmp_path) as running:
         gateway = await running.gateway()
-        await workers(running, "w1", "w2")
+        await workers(running, "w1", "w2", lease=LEASE)
         ui, session_id = await open_session(gateway)
         await ui.send(say("u1", "go"))
         await ui.until("agent_message_delta", id="u1", within=20)
