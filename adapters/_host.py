@@ -51,14 +51,14 @@ import hmac
 import itertools
 import time
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from codexcore import __version__
 from codexcore._logging import get_logger
-from codexcore.engine import Codex, EngineClosed, EngineConfig, ModelClientPool, Rejected
+from codexcore.engine import Codex, EngineClosed, EngineConfig, ModelClientPool, Rejected, State
 from codexcore.protocol import (
     PROTOCOL_VERSION,
     TERMINAL_EVENT_TYPES,
@@ -166,6 +166,42 @@ class NotAccepted(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message
+
+
+class HostedEngine(Protocol):
+    """What a hosted session needs of its engine: a :class:`~codexcore.Codex`, or a
+    stand-in for one that runs elsewhere (a Redis worker pool's gateway side)."""
+
+    @property
+    def state(self) -> State: ...
+
+    @property
+    def agent_id(self) -> str: ...
+
+    async def enqueue(self, item: Submission | Rejected) -> None: ...
+
+    async def next_event(self) -> Event: ...
+
+    def next_event_nowait(self) -> Event | None: ...
+
+    def request_close(self, *, discard: bool = True) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class EngineSource(Protocol):
+    """Where a host's sessions run when not in this process (``SessionHost(engines=)``).
+
+    ``create`` returns the started engine of a new session with that id.
+    ``open`` returns the engine of a session this process does not host yet
+    and the events it already has (oldest first, each at most once, the
+    newest of them the one before the engine's first), or None when no such
+    session exists: a client may attach to any session from any host.
+    """
+
+    async def create(self, session_id: str) -> HostedEngine: ...
+
+    async def open(self, session_id: str) -> tuple[HostedEngine, Sequence[Event]] | None: ...
 
 
 # --- events as they are queued --------------------------------------------------------
@@ -359,14 +395,18 @@ class Attachment:
     def hand_over(self) -> None:
         """Give what is queued straight to an idle transport (see :meth:`wait`)."""
         direct = self._direct
-        if direct is None or not self._queue or self.closed or self._cursor is not None:
+        if direct is None or self.closed or self._cursor is not None:
             return
-        batch = self._collect(DEFAULT_BATCH_BYTES)
-        if self._room is not None:
-            self._room.set()
-        if not direct(batch):
-            self._direct = None  # the transport is busy now: its writer takes over
-            self._wake.set()
+        # All of it: a run of more than one batch (a burst read from a worker pool's
+        # stream) must not wait in the queue for the next event to come.
+        while self._queue:
+            batch = self._collect(DEFAULT_BATCH_BYTES)
+            if self._room is not None:
+                self._room.set()
+            if not direct(batch):
+                self._direct = None  # the transport is busy now: its writer takes over
+                self._wake.set()
+                return
 
     def reply(self, data: bytes) -> None:
         """Queue a line (JSON, no newline) for this connection alone, as a control ack;
@@ -578,7 +618,7 @@ class HostedSession:
         "waiting",
     )
 
-    def __init__(self, host: SessionHost, session_id: str, codex: Codex) -> None:
+    def __init__(self, host: SessionHost, session_id: str, codex: HostedEngine) -> None:
         self._host = host
         self.id = session_id
         self.aliases: list[str] = []  # ids it had before a resume or fork renamed it
@@ -703,6 +743,9 @@ class SessionHost:
     """Sessions by id behind any transport and dialect. Use ``async with SessionHost(config)``.
 
     ``transport`` replaces the model client's HTTP transport (tests).
+    ``engines``, when given, runs the sessions instead of engines of this
+    process (see :class:`EngineSource`); replay, control and the dialects
+    work the same.
     """
 
     def __init__(
@@ -710,8 +753,10 @@ class SessionHost:
         config: HostConfig | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        engines: EngineSource | None = None,
     ) -> None:
         self.config = config or HostConfig()
+        self._engines = engines
         self.engine_config = attrs.evolve(self.config.engine, acknowledge_submissions=True)
         # Shards: one httpx pool does not carry a thousand streams well.
         self._pool = ModelClientPool(self.engine_config, transport=transport, shards=16)
@@ -846,6 +891,8 @@ class SessionHost:
                 cursor=None,
             )
         else:
+            if self._engines is not None and self.session(session_id) is None:
+                await self._open(session_id)
             attachment = self._reattach(session_id, last_seq, control, lossless)
         attachment.session.add(attachment, control=control)
         return attachment
@@ -930,26 +977,51 @@ class SessionHost:
             )
         # One id everywhere: the engine's Session takes the id welcome announces.
         session_id = str(uuid.uuid4())
-        # The pump reads the engine's events on this loop: no thread needs janus.
-        codex = Codex(
-            self.engine_config, clients=self._pool, threadsafe=False, session_id=session_id
-        )
-        await codex.start()
-        # Let the engine's dispatcher take its first step: a request_close() before
-        # that cancels it before its shutdown handler exists, and the stream never ends.
-        await asyncio.sleep(0)
-        session = HostedSession(self, session_id, codex)
-        self._sessions[session.id] = session
-        pump = asyncio.create_task(self._pump(session), name=f"codexcore-pump-{session.id}")
-        session.pump = pump
-        self._pumps.add(pump)
-        pump.add_done_callback(self._pumps.discard)
+        codex: HostedEngine
+        if self._engines is not None:
+            codex = await self._engines.create(session_id)
+        else:
+            # The pump reads the engine's events on this loop: no thread needs janus.
+            codex = Codex(
+                self.engine_config, clients=self._pool, threadsafe=False, session_id=session_id
+            )
+            await codex.start()
+            # Let the engine's dispatcher take its first step: a request_close() before
+            # that cancels it before its shutdown handler exists, and the stream never ends.
+            await asyncio.sleep(0)
+        session = self._host_session(session_id, codex, ())
         for callback in self._on_new_session:
             try:
                 callback(session.id)
             except Exception:
                 log.exception("new-session callback failed", session=session.id)
         return session
+
+    def _host_session(
+        self, session_id: str, codex: HostedEngine, past: Sequence[Event]
+    ) -> HostedSession:
+        session = HostedSession(self, session_id, codex)
+        self._sessions[session.id] = session
+        for event in past:  # into the replay buffer, before anyone can attach
+            session.publish(event)
+        pump = asyncio.create_task(self._pump(session), name=f"codexcore-pump-{session.id}")
+        session.pump = pump
+        self._pumps.add(pump)
+        pump.add_done_callback(self._pumps.discard)
+        return session
+
+    async def _open(self, session_id: str) -> None:
+        """Host a session that runs elsewhere, its past events in the replay buffer."""
+        assert self._engines is not None
+        opened = await self._engines.open(session_id)
+        if opened is None:
+            return
+        codex, past = opened
+        if self.session(session_id) is not None or self._closing:
+            await codex.aclose()  # another attach opened it meanwhile
+            return
+        session = self._host_session(session_id, codex, past)
+        self._idle[session.id] = session  # swept if the attach that opened it fails
 
     async def _pump(self, session: HostedSession) -> None:
         codex = session.codex

@@ -163,6 +163,31 @@ async def test_an_idle_transport_is_written_in_the_pump_step_and_a_busy_one_by_i
         await host.aclose()
 
 
+async def test_an_idle_transport_gets_a_run_longer_than_one_batch_whole() -> None:
+    """A run of events larger than one batch (64 KiB), published in one pump step,
+    reaches an idle transport at once, not when the next event arrives."""
+    host = await started_host()
+    try:
+        client = await host.attach(token=None)
+        written: list[list[Any]] = []
+
+        def direct(batch: list[Any]) -> bool:
+            written.append(batch)
+            return True  # the transport took it all: still idle
+
+        waiting = asyncio.create_task(client.wait(direct))
+        await asyncio.sleep(0)
+        text = "x" * 10_000
+        feed(client.session, *(AgentMessage(text) for _ in range(20)))  # ~200 KB
+        client.session.hand_over()
+        assert len(written) > 1
+        assert sum(len(events(batch)) for batch in written) == 20
+        assert client.queued_bytes == 0
+        waiting.cancel()
+    finally:
+        await host.aclose()
+
+
 async def test_task_started_reaches_an_idle_transport_before_the_task_exists(
     tmp_path: Path,
 ) -> None:

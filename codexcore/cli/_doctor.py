@@ -50,6 +50,15 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"how long the provider may take to answer (default {DEFAULT_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--redis",
+        metavar="URL",
+        help="also check a worker pool (serve --redis): Redis answers, workers are alive, "
+        "and each sees the workspace (--cwd, default the current directory) as this machine does",
+    )
+    parser.add_argument(
+        "--cwd", metavar="DIR", help="the sessions' shared workspace (with --redis)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -82,6 +91,11 @@ def run(args: argparse.Namespace) -> int:
     _check_sessions(report, loaded.settings)
     status, text = asyncio.run(_reach_provider(loaded.settings, args.timeout))
     report.line(status, text)
+    if args.redis:
+        from ._doctor_pool import check_pool
+
+        for status, text in check_pool(args.redis, args.cwd, args.timeout):
+            report.line(status, text)
     return 1 if report.failed else 0
 
 

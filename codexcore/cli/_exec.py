@@ -180,6 +180,7 @@ class _ExecRun:
         """The session on a SessionHost, so its control socket attaches to it as any
         client does. exec watches it and submits straight to its engine, as its
         owner: a socket client that takes control never locks the terminal out."""
+        from .. import Codex
         from ..adapters._host import HostConfig, SessionHost
         from ..adapters.session_sockets import SessionSockets, default_directory
         from ..config import default_home
@@ -191,6 +192,7 @@ class _ExecRun:
             attachment = await host.attach(token=None, control=False, lossless=True)
             hosted = host.session(attachment.session_id)
             assert hosted is not None, "a session just made is live"
+            assert isinstance(hosted.codex, Codex), "a host without engines= runs Codex"
             self.codex, self.events = hosted.codex, _hosted_events(attachment)
             path = self.args.control_socket
             try:

@@ -56,7 +56,9 @@ def register(subparsers: Any) -> None:
         "  CODEXCORE_TOKEN=... codexcore serve --tcp 127.0.0.1:8765\n"
         "  codexcore serve --unix                 # $XDG_RUNTIME_DIR/codexcore/codexcore.sock\n"
         "  codexcore serve --unix --session-sockets  # + $CODEXCORE_HOME/sockets/ID.sock\n"
-        "  codexcore serve --tcp :8765 --tls-cert cert.pem --tls-key key.pem",
+        "  codexcore serve --tcp :8765 --tls-cert cert.pem --tls-key key.pem\n"
+        "  codexcore serve --redis redis://127.0.0.1:6379/0 --role gateway --tcp :8765\n"
+        "  codexcore serve --redis redis://127.0.0.1:6379/0 --role worker",
     )
     where = parser.add_argument_group("where to serve")
     where.add_argument("--stdio", action="store_true", help="one session over stdin/stdout")
@@ -117,6 +119,9 @@ def register(subparsers: Any) -> None:
     sessions.add_argument(
         "--ephemeral", action="store_true", help="record no session (nothing is written)"
     )
+    from ._serve_redis import add_arguments as add_redis_arguments
+
+    add_redis_arguments(parser)
     limits = parser.add_argument_group("limits")
     _number(limits, "--max-line-bytes", int, 1024 * 1024, "longest line read")
     _number(limits, "--max-sessions", int, 10_000, "sessions at once")
@@ -159,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
 
     _import_serving_code()
     imports_done()  # a server runs for long: the collector must run too
+    if args.redis:
+        from ._serve_redis import run_redis
+
+        return run_redis(args)
     if args.stdio:
         if args.tcp or args.unix is not None or args.session_sockets is not None:
             _say("--stdio serves alone: drop --tcp, --unix and --session-sockets")

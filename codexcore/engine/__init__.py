@@ -21,6 +21,7 @@ from ._rollout import (
     prune_sessions,
     recorded_agent_id,
 )
+from ._session import new_agent_id
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -44,6 +45,7 @@ __all__ = [
     "default_home",
     "list_sessions",
     "model_details",
+    "new_agent_id",
     "parse_submission",
     "prune_sessions",
     "read_project_docs",

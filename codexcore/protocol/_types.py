@@ -29,7 +29,7 @@ ReasoningSummary = Literal["auto", "concise", "detailed", "none"]
 """How much of its reasoning a reasoning model summarises (Codex's ``ReasoningSummary``):
 ``none`` asks for no summary."""
 ReviewDecision = Literal["approved", "approved_for_session", "denied", "abort"]
-AbortReason = Literal["interrupted", "replaced", "reconfigured", "shutdown"]
+AbortReason = Literal["interrupted", "replaced", "reconfigured", "shutdown", "worker_lost"]
 StopKind = Literal["stop", "checkpoint"]
 """What ended a Task after its Turn, at the UI's request: ``stop`` (done for now) or
 ``checkpoint`` (paused until the next input). Either way the conversation goes on with
