@@ -54,6 +54,8 @@ from codexcore.protocol import (
     UpdateChange,
 )
 
+from ._codelia_plan import image_events, plan_events
+
 AgentEvent = dict[str, Any]
 
 AGENT_EVENT_TYPES = frozenset(
@@ -96,6 +98,7 @@ class RunView:
     commands: dict[str, str] = attrs.field(factory=dict)  # shell calls' command lines
     changes: dict[str, dict[str, FileChange]] = attrs.field(factory=dict)  # patches, by call
     last_message: str | None = None
+    plans: int = 0  # plan updates shown, for their tool_call ids
 
     def step_id(self) -> str:
         return f"{self.run_id}:turn-{self.turn}"
@@ -381,6 +384,8 @@ MAPPING: Mapping[str, Builder] = {
     "patch_apply_begin": in_step(_patch_begin),
     "patch_apply_end": in_step(_patch_end),
     "stream_error": in_step(_retry),
+    "plan_update": in_step(plan_events),
+    "view_image_tool_call": in_step(image_events),
     "turn_complete": _turn_complete,
     "task_complete": _task_complete,
     "turn_aborted": _ended_early,
@@ -400,6 +405,7 @@ NOT_SENT: Mapping[str, str] = {
     "submission_ack": "the dialect's own bookkeeping",
     "session_list": "answers session.list's list_sessions: becomes that method's result",
     "session_history": "answers session.history's get_history: its events are replayed",
+    "list_skills_response": "answers skills.list's list_skills: becomes that method's result",
     "shutdown_complete": "the session's end closes the connection",
 }
 """EventMsg types no Codelia UI is sent (a client that asked for codexcore events gets them)."""

@@ -30,6 +30,7 @@ OPS: list[Any] = [
             p.TextInput("hi"),
             p.ImageInput("https://example.com/cat.png"),
             p.LocalImageInput("/tmp/cat.png"),
+            p.SkillInput("release-notes", "/work/.codexcore/skills/release-notes/SKILL.md"),
         ),
         last_response_id="resp_1",
     ),
@@ -44,6 +45,7 @@ OPS: list[Any] = [
     p.ResumeSession("sess_1"),
     p.ForkSession("sess_1", "resp_1"),
     p.GetHistory("sess_1", offset=10, limit=100),
+    p.ListSkills(("/work", "/work/sub"), force_reload=True),
     p.Shutdown(),
 ]
 
@@ -100,6 +102,25 @@ EVENT_MSGS: list[Any] = [
         )
     ),
     p.SessionHistory("sess_1", 0, 40, (p.Event("s1", 0, p.TaskStarted()),)),
+    p.PlanUpdate(
+        (
+            p.PlanItem("Read the failing test", "completed"),
+            p.PlanItem("Fix the parser", "in_progress"),
+        ),
+        explanation="The test points at the parser.",
+    ),
+    p.ViewImageToolCall("call_3", "/work/screenshot.png"),
+    p.ListSkillsResponse(
+        (
+            p.SkillMetadata(
+                "release-notes",
+                "Write release notes from the git log",
+                "/work/.codexcore/skills/release-notes/SKILL.md",
+                "repo",
+            ),
+        ),
+        (p.SkillErrorInfo("/home/u/.codexcore/skills/broken/SKILL.md", "missing field `name`"),),
+    ),
     p.ShutdownComplete(),
 ]
 

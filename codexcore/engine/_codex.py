@@ -27,6 +27,7 @@ import datetime
 import enum
 import functools
 import itertools
+import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -49,6 +50,7 @@ from ..protocol import (
     InjectInput,
     Interrupt,
     ListSessions,
+    ListSkills,
     Op,
     PatchApproval,
     ProtocolError,
@@ -92,6 +94,7 @@ from ._rollout import (
     read_session_events,
 )
 from ._session import RunningTask, Session, StopRequest
+from ._skills import SkillCatalogues, catalogue_item
 from ._task import Task
 from ._tools import ToolRouter
 from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
@@ -237,6 +240,7 @@ class Codex:
         self._recording_news: str | None = None  # for the next event's emitter to tell
         acks = self.config.acknowledge_submissions
         self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
+        self._skills = SkillCatalogues()
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -634,7 +638,10 @@ class Codex:
         # events already emitted, task_started first, reach the UI before it.
         await asyncio.sleep(0)
         emit = self._emitter(sub_id)
-        tools = ToolRouter(config, self.config, session.approvals, sandbox, emit, stop.pending)
+        tools = ToolRouter(
+            config, self.config, session.approvals, sandbox, emit, stop.pending, session.add_context
+        )
+        first_input = [*await self._skills_context(session, config), *first_input]
         task = Task(
             session_id=session.id,
             config=config,
@@ -647,6 +654,29 @@ class Codex:
             stop_requested=lambda: stop.kind,
         )
         return await task.run(first_input)
+
+    async def _skills_context(self, session: Session, config: SessionConfig) -> list[Item]:
+        """The skills catalogue, once per session: with the first request of a session
+        whose History is empty (a resumed or forked one has it already)."""
+        history = session.history
+        if history.last_response_id is not None or history.items():
+            return []
+        home = str(self._home())
+        catalogue = await asyncio.to_thread(self._skills.get, config.cwd, home)
+        item = catalogue_item(catalogue)
+        return [item] if item is not None else []
+
+    async def _list_skills(self, sub: Submission, _: object) -> None:
+        op = sub.op
+        assert isinstance(op, ListSkills)
+        cwd = (self._session.config if self._session else self.config.session).cwd
+        cwds = [os.path.join(cwd, c) for c in op.cwds] or [cwd]
+        response = await asyncio.to_thread(
+            functools.partial(self._skills.response, reload=op.force_reload),
+            cwds,
+            str(self._home()),
+        )
+        await self._emit(sub.id, response)
 
     async def _prepare(self, op: Op) -> list[Item] | LoadedSession | str | None:
         if isinstance(op, UserInput | InjectInput):
@@ -989,6 +1019,8 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     # to a resumed or forked session aborts it, as reconfiguring does.
     **{(s, ListSessions): Step(None, Codex._list_sessions) for s in State},
     **{(s, GetHistory): Step(None, Codex._get_history) for s in State},
+    # list_skills: reads the skills folders (or the kept catalogue); never disturbs a Task.
+    **{(s, ListSkills): Step(None, Codex._list_skills) for s in State},
     **{(s, ResumeSession): Step(None, Codex._resume_session) for s in (_U, _I)},
     **{(s, ResumeSession): Step("reconfigured", Codex._resume_session) for s in _RUNNING},
     **{(s, ForkSession): Step(None, Codex._fork_session) for s in (_U, _I)},

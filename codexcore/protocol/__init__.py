@@ -76,7 +76,16 @@ from ._ops import (
     Stop,
     UserInput,
 )
+from ._plan import PlanItem, PlanUpdate, StepStatus, ViewImageToolCall
 from ._schema import protocol_schema
+from ._skills import (
+    ListSkills,
+    ListSkillsResponse,
+    SkillErrorInfo,
+    SkillInput,
+    SkillMetadata,
+    SkillScope,
+)
 from ._types import (
     AbortReason,
     AddChange,
@@ -138,6 +147,8 @@ __all__ = [
     "Interrupt",
     "Limits",
     "ListSessions",
+    "ListSkills",
+    "ListSkillsResponse",
     "LocalImageInput",
     "Op",
     "OutputStream",
@@ -145,6 +156,8 @@ __all__ = [
     "PatchApplyEnd",
     "PatchApproval",
     "Peer",
+    "PlanItem",
+    "PlanUpdate",
     "ProtocolError",
     "ReasoningEffort",
     "Refused",
@@ -160,6 +173,11 @@ __all__ = [
     "SessionSummary",
     "Shutdown",
     "ShutdownComplete",
+    "SkillErrorInfo",
+    "SkillInput",
+    "SkillMetadata",
+    "SkillScope",
+    "StepStatus",
     "Stop",
     "StopKind",
     "StreamError",
@@ -175,6 +193,7 @@ __all__ = [
     "TurnDiff",
     "UpdateChange",
     "UserInput",
+    "ViewImageToolCall",
     "WarningEvent",
     "Welcome",
     "decode_connection_msg",

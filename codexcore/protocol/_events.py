@@ -13,6 +13,8 @@ from typing import Annotated
 
 import attrs
 
+from ._plan import PlanUpdate, ViewImageToolCall
+from ._skills import ListSkillsResponse
 from ._types import (
     AbortReason,
     ApprovalPolicy,
@@ -357,6 +359,9 @@ EventMsg = Annotated[
     | SubmissionAck
     | SessionList
     | SessionHistory
+    | PlanUpdate
+    | ViewImageToolCall
+    | ListSkillsResponse
     | ShutdownComplete,
     EVENT_MSGS,
 ]

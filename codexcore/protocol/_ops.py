@@ -10,6 +10,7 @@ from typing import Annotated
 
 import attrs
 
+from ._skills import ListSkills
 from ._types import (
     ApprovalPolicy,
     HistoryMode,
@@ -225,6 +226,7 @@ Op = Annotated[
     | ForkSession
     | GetHistory
     | RunUserShellCommand
+    | ListSkills
     | Shutdown,
     OPS,
 ]
