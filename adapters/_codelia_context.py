@@ -9,9 +9,9 @@
 * ``context.inspect`` -> ``{runtime_working_dir, runtime_sandbox_root,
   ui_context {cwd, workspace_root, active_file_path}}`` in Codelia's shape. The
   working dir and the sandbox root are both the session's cwd (the root the
-  engine holds commands' cwd inside). codexcore reads no AGENTS.md and has no
-  skills, so ``include_agents``/``include_skills`` are accepted and ``agents``
-  and ``skills`` are never in the answer.
+  engine holds commands' cwd inside). ``include_skills`` adds ``skills``
+  (:func:`._codelia_skills.inspect_skills`). codexcore reads no AGENTS.md, so
+  ``include_agents`` is accepted and ``agents`` is never in the answer.
 * ``tool.call {name, arguments}`` -> ``{ok, result}``: the only built-in tool the
   engine can run outside a Task is the user's shell (op ``run_user_shell_command``,
   ``record=False``), so ``shell`` is the one tool served: ``arguments`` are
@@ -32,6 +32,7 @@ import attrs
 
 from codexcore.protocol import InputItem, TextInput
 
+from ._codelia_skills import INSPECT_SKILLS, inspect_skills
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import decode_params
@@ -87,7 +88,7 @@ class UiContext:
 @attrs.frozen
 class ContextInspect:
     include_agents: bool | None = None  # no AGENTS.md is read: nothing to include
-    include_skills: bool | None = None  # no skills: nothing to include
+    include_skills: bool | None = None
 
 
 _SHELL_ARGUMENTS = {
@@ -165,11 +166,14 @@ async def context_inspect(ctx: RpcContext, params: ContextInspect) -> dict[str, 
         "workspace_root": kept.get("workspace_root"),
         "active_file_path": active.get("path"),
     }
-    return {
+    result: dict[str, Any] = {
         "runtime_working_dir": cwd,
         "runtime_sandbox_root": cwd,
         "ui_context": {key: value for key, value in ui.items() if value is not None},
     }
+    if params.include_skills:
+        result["skills"] = await inspect_skills(ctx, cwd)
+    return result
 
 
 async def tool_call(ctx: RpcContext, params: ToolCall) -> dict[str, Any]:
@@ -202,6 +206,7 @@ CONTEXT_INSPECT_RESULT: dict[str, Any] = {
         "runtime_working_dir": {"type": "string"},
         "runtime_sandbox_root": {"type": "string"},
         "ui_context": _UI_CONTEXT_SHAPE,
+        "skills": INSPECT_SKILLS,
     },
     "required": ["runtime_working_dir", "runtime_sandbox_root", "ui_context"],
 }

@@ -33,6 +33,7 @@ from codexcore.protocol import (
     Event,
     ExecApproval,
     ExecApprovalRequest,
+    ListSkillsResponse,
     Op,
     PatchApproval,
     ReviewDecision,
@@ -147,7 +148,8 @@ class Codelia:
         return sub_id
 
     async def ask_engine(self, op: Op) -> Event:
-        """Submit ``op`` and wait for its ``session_configured`` (or ``error``)."""
+        """Submit ``op`` and wait for its ``session_configured``, ``list_skills_response``
+        (or ``error``)."""
         sub_id = f"codelia-{uuid.uuid4().hex}"
         future: asyncio.Future[Event] = asyncio.get_running_loop().create_future()
         self.waiters[sub_id] = future
@@ -194,7 +196,7 @@ class Codelia:
         msg = event.msg
         if isinstance(msg, SessionConfigured):
             self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
-        if isinstance(msg, SessionConfigured | ErrorEvent):
+        if isinstance(msg, SessionConfigured | ErrorEvent | ListSkillsResponse):
             waiter = self.waiters.get(event.id)
             if waiter is not None and not waiter.done():
                 waiter.set_result(event)

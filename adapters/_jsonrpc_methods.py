@@ -376,6 +376,7 @@ def standard_methods() -> MethodTable:
     # Imported here: these modules build on this one and on the server module.
     from . import _codelia
     from ._codelia_context import add_context_methods
+    from ._codelia_skills import add_skills_methods
     from ._seed001 import register as seed001
 
     table = MethodTable()
@@ -394,4 +395,5 @@ def standard_methods() -> MethodTable:
     add_shell_methods(table)  # seed 000: shell.exec, on the user's shell
     add_session_methods(table)  # seed 000: session.list, session.history
     add_context_methods(table)  # seed 000: context.inspect, ui.context.update, tool.call
+    add_skills_methods(table)  # seed 000: skills.list
     return table

@@ -40,6 +40,7 @@ CAPABILITIES = dict.fromkeys([*SERVER_CAPABILITIES, *SERVER_FEATURES], False) | 
     "supports_run_cancel": True,  # seed 000's run flow (tests/test_codelia.py)
     "supports_shell_exec": True,  # on the user's shell (tests/test_jsonrpc_shell.py)
     "supports_context_inspect": True,  # tests/test_codelia_context.py
+    "supports_skills_list": True,  # tests/test_skills.py
     "supports_tool_call": True,  # shell only (tests/test_codelia_context.py)
     "supports_ui_requests": True,
     "supports_permission_preflight_events": True,

@@ -11,6 +11,7 @@ from ._models import (
     model_details,
 )
 from ._rollout import BadRollout, default_home, list_sessions, prune_sessions
+from ._skills import project_root
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
@@ -29,5 +30,6 @@ __all__ = [
     "list_sessions",
     "model_details",
     "parse_submission",
+    "project_root",
     "prune_sessions",
 ]
