@@ -109,7 +109,7 @@ def _read_regular(path: str, raw_path: str, limit: int) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ImageError(f"cannot read {raw_path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as file:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ImageError(f"{raw_path} is not a regular file")
@@ -117,10 +117,12 @@ def _read_regular(path: str, raw_path: str, limit: int) -> bytes:
             raise ImageError(
                 f"{raw_path} is {info.st_size} bytes; images up to {limit} bytes are attached"
             )
-        try:
+        with os.fdopen(fd, "rb", closefd=False) as file:
             return file.read(limit + 1)
-        except OSError as exc:
-            raise ImageError(f"cannot read {raw_path}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise ImageError(f"cannot read {raw_path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _inside(path: str, root: str) -> bool:

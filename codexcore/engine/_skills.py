@@ -122,10 +122,15 @@ def read_skill_text(path: str) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SkillError(f"cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as file:
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise SkillError("not a regular file")
-        data = file.read(MAX_SKILL_BYTES + 1)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(MAX_SKILL_BYTES + 1)
+    except OSError as exc:
+        raise SkillError(f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_SKILL_BYTES:
         raise SkillError(f"larger than {MAX_SKILL_BYTES} bytes")
     try:
