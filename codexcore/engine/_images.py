@@ -117,8 +117,9 @@ def _read_regular(path: str, raw_path: str, limit: int) -> bytes:
             raise ImageError(
                 f"{raw_path} is {info.st_size} bytes; images up to {limit} bytes are attached"
             )
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            return file.read(limit + 1)
+        with os.fdopen(fd, "rb", buffering=0, closefd=False) as file:
+            # One byte more than it said: a file that grew is caught, not cut.
+            return file.read(min(info.st_size, limit) + 1)
     except OSError as exc:
         raise ImageError(f"cannot read {raw_path}: {exc.strerror or exc}") from None
     finally:
