@@ -12,9 +12,15 @@ import pytest
 from codexcore import protocol as p
 from codexcore.engine._frontmatter import FrontMatterError, parse_front_matter
 from codexcore.engine._skills import MAX_SKILL_BYTES, discover, project_root, skill_roots
-from codexcore.testing import ScriptedModel, text_response
+from codexcore.testing import (
+    ScriptedModel,
+    ScriptedResponsesServer,
+    function_call_response,
+    text_response,
+)
 
 from .engine_helpers import running_engine
+from .server_helpers import StdioServer, sub
 from .test_codelia import finish, req, serving, tui_initialize
 
 pytestmark = pytest.mark.anyio
@@ -310,3 +316,40 @@ async def test_a_mention_in_run_start_attaches_the_skill(tmp_path: Path) -> None
     assert texts[-1].startswith(f"<skill>\n<name>release-notes</name>\n<path>{path}</path>\n")
     assert "Use the log." in texts[-1]
     assert loaded == [{"path": str(path), "mtime_ms": int(path.stat().st_mtime * 1000)}]
+
+
+# --- the native dialect -----------------------------------------------------------------------
+
+
+async def test_the_native_dialect_carries_list_skills_the_skill_item_and_plans(
+    tmp_path: Path,
+) -> None:
+    path = write_skill(repo_skills(tmp_path), "deploy", "deploy", "Deploy it", "Ship.\n")
+    plan = {"plan": [{"step": "ship", "status": "in_progress"}]}
+    model = ScriptedModel(
+        [function_call_response("update_plan", plan, call_id="c1"), text_response("Shipped.")]
+    )
+    async with ScriptedResponsesServer(model) as http:
+        server = await StdioServer.start(http.base_url, tmp_path)
+        try:
+            await server.send(sub("l1", "list_skills"))
+            listed = (await server.until("list_skills_response", id="l1"))["msg"]
+            skill = {"type": "skill", "name": "deploy", "path": str(path)}
+            await server.send(sub("t1", "user_input", items=[skill]))
+            update = (await server.until("plan_update", id="t1"))["msg"]
+            await server.until("task_complete", id="t1")
+            await server.close_stdin()
+            await server.to_end()
+            assert await server.wait_exit() == 0, server.context()
+        finally:
+            await server.kill()
+    assert listed["skills"] == [
+        {"name": "deploy", "description": "Deploy it", "path": str(path), "scope": "repo"}
+    ]
+    assert listed["errors"] == []
+    assert update == {
+        "type": "plan_update",
+        "plan": [{"step": "ship", "status": "in_progress"}],
+        "explanation": None,
+    }
+    assert "<name>deploy</name>" in user_texts(model.requests[0])[-1]
