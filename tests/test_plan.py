@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -120,9 +121,9 @@ def _update() -> p.PlanUpdate:
 
 
 def test_the_terminal_shows_a_checklist() -> None:
-    out = _Buffer()
+    out = io.StringIO()
     TerminalRenderer(out, color=False).show(_update())
-    assert out.text == (
+    assert out.getvalue() == (
         "Plan (1/3 done)\n"
         "  The test points at the parser.\n"
         "  [x] Read the failing test\n"
@@ -173,17 +174,3 @@ def test_codexcore_exec_prints_the_plan(tmp_path: Path) -> None:
         result.stdout
     )
     assert "  [>] Fix the parser\n  [ ] Run the suite\n" in result.stdout
-
-
-class _Buffer:
-    def __init__(self) -> None:
-        self.text = ""
-
-    def write(self, text: str) -> None:
-        self.text += text
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
