@@ -130,7 +130,9 @@ async def inspect_skills(ctx: RpcContext, cwd: str) -> dict[str, Any]:
 
 async def mentioned_skills(ctx: RpcContext, items: Sequence[InputItem]) -> tuple[InputItem, ...]:
     """A ``skill`` item for each ``$name`` in the text that names a skill, once each."""
-    names = [m for i in items if isinstance(i, TextInput) for m in MENTION.findall(i.text)]
+    texts = [i.text for i in items if isinstance(i, TextInput)]
+    # A mention can end a sentence ("use $deploy."): the dot is not the name's.
+    names = [m.rstrip(".-") for text in texts for m in MENTION.findall(text)]
     if not names:
         return ()
     kept = _kept(ctx)

@@ -304,7 +304,7 @@ async def test_a_mention_in_run_start_attaches_the_skill(tmp_path: Path) -> None
     async with serving(tmp_path, model) as (ui, _):
         await ui.server.send(
             tui_initialize(),
-            req("2", "run.start", input={"type": "text", "text": "Do $release-notes, not $HOME"}),
+            req("2", "run.start", input={"type": "text", "text": "Not $HOME: do $release-notes."}),
         )
         run_id = (await ui.answer("2"))["result"]["run_id"]
         assert await ui.run_to_end(run_id) == "completed"
@@ -312,7 +312,7 @@ async def test_a_mention_in_run_start_attaches_the_skill(tmp_path: Path) -> None
         loaded = (await ui.answer("3"))["result"]["skills"]["loaded_versions"]
         await finish(ui)
     texts = user_texts(model.requests[0])
-    assert texts[-2] == "Do $release-notes, not $HOME"
+    assert texts[-2] == "Not $HOME: do $release-notes."
     assert texts[-1].startswith(f"<skill>\n<name>release-notes</name>\n<path>{path}</path>\n")
     assert "Use the log." in texts[-1]
     assert loaded == [{"path": str(path), "mtime_ms": int(path.stat().st_mtime * 1000)}]
