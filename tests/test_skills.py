@@ -11,7 +11,14 @@ import pytest
 
 from codexcore import protocol as p
 from codexcore.engine._frontmatter import FrontMatterError, parse_front_matter
-from codexcore.engine._skills import MAX_SKILL_BYTES, discover, project_root, skill_roots
+from codexcore.engine._skills import (
+    MAX_CATALOGUE_CHARS,
+    MAX_SKILL_BYTES,
+    catalogue_text,
+    discover,
+    project_root,
+    skill_roots,
+)
 from codexcore.testing import (
     ScriptedModel,
     ScriptedResponsesServer,
@@ -353,3 +360,13 @@ async def test_the_native_dialect_carries_list_skills_the_skill_item_and_plans(
         "explanation": None,
     }
     assert "<name>deploy</name>" in user_texts(model.requests[0])[-1]
+
+
+def test_a_huge_catalogue_is_cut_and_says_so() -> None:
+    skills = [p.SkillMetadata(f"s{n}", "d" * 1000, f"/w/s{n}/SKILL.md", "repo") for n in range(100)]
+    text = catalogue_text(skills)
+    assert text is not None
+    listed = [line for line in text.splitlines() if line.startswith("- s")]
+    assert 0 < len(listed) < 100
+    assert sum(len(line) + 1 for line in listed) <= MAX_CATALOGUE_CHARS
+    assert f"- ({100 - len(listed)} more skills not listed here for space)" in text

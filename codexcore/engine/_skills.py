@@ -210,12 +210,23 @@ to over retyping them.
 go on with the best fallback."""
 
 
+MAX_CATALOGUE_CHARS = 32 * 1024
+"""The skill lines sent to the model, at most: past that, how many were left out."""
+
+
 def catalogue_text(skills: Iterable[SkillMetadata]) -> str | None:
     """The catalogue as the model reads it (Codex's ``render_skills_section``); None
     when there is no skill."""
     lines = [f"- {s.name}: {s.description} (file: {s.path})" for s in skills]
     if not lines:
         return None
+    size = 0
+    for kept, line in enumerate(lines):
+        size += len(line) + 1
+        if size > MAX_CATALOGUE_CHARS:
+            left = len(lines) - kept
+            lines = [*lines[:kept], f"- ({left} more skills not listed here for space)"]
+            break
     head = (
         "## Skills\nA skill is a set of local instructions stored in a `SKILL.md` file. "
         "Below are the skills that can be used.\n### Available skills"
