@@ -10,6 +10,7 @@ the user's, and a silent misreading would hide the mistake.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -22,15 +23,17 @@ class FrontMatterError(ValueError):
 
 
 def front_matter_lines(text: str) -> list[str]:
-    """The lines between the opening and the closing ``---``."""
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
+    """The lines between the opening and the closing ``---`` (the body is never split)."""
+    lines = iter(io.StringIO(text.lstrip("\ufeff")))
+    if next(lines, "").strip() != "---":
         raise FrontMatterError("missing YAML front matter delimited by ---")
-    for end in range(1, len(lines)):
-        if lines[end].strip() in ("---", "..."):
-            if end == 1:
+    inside: list[str] = []
+    for line in lines:
+        if line.strip() in ("---", "..."):
+            if not inside:
                 raise FrontMatterError("the YAML front matter is empty")
-            return lines[1:end]
+            return inside
+        inside.append(line.rstrip("\r\n"))
     raise FrontMatterError("missing YAML front matter delimited by --- (no closing ---)")
 
 
