@@ -10,9 +10,9 @@
   catalog, loaded_versions}``: the project root and cwd the catalogue was read for,
   the catalogue, and the skills this connection's runs attached.
 * The TUI's skills picker inserts ``$name`` into the prompt (Codelia's runtime then
-  tells its model which skills were mentioned). Here each ``$name`` that names a skill
-  of the catalogue adds a ``skill`` input item to the run's input, so the model gets
-  the skill's ``SKILL.md`` with the prompt, as Codex does for a mention.
+  tells its model which skills were mentioned). The engine attaches each skill a
+  prompt mentions so (as Codex does); here the mentions are kept for
+  ``loaded_versions``.
 """
 
 from __future__ import annotations
@@ -27,14 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from codexcore.engine import project_root
-from codexcore.protocol import (
-    InputItem,
-    ListSkills,
-    ListSkillsResponse,
-    SkillInput,
-    SkillMetadata,
-    TextInput,
-)
+from codexcore.protocol import InputItem, ListSkills, ListSkillsResponse, SkillMetadata, TextInput
 
 from ._jsonrpc import RpcError
 from ._jsonrpc_errors import SERVER_ERROR
@@ -128,20 +121,19 @@ async def inspect_skills(ctx: RpcContext, cwd: str) -> dict[str, Any]:
     }
 
 
-async def mentioned_skills(ctx: RpcContext, items: Sequence[InputItem]) -> tuple[InputItem, ...]:
-    """A ``skill`` item for each ``$name`` in the text that names a skill, once each."""
-    texts = [i.text for i in items if isinstance(i, TextInput)]
-    # A mention can end a sentence ("use $deploy."): the dot is not the name's.
-    names = [m.rstrip(".-") for text in texts for m in MENTION.findall(text)]
-    if not names:
-        return ()
+async def note_mentions(ctx: RpcContext, items: Sequence[InputItem]) -> None:
+    """Keep, for ``context.inspect``'s ``loaded_versions``, the skills the run's text
+    mentions as ``$name`` (the engine attaches them to the input itself)."""
+    texts = [i.text for i in items if isinstance(i, TextInput) and "$" in i.text]
+    if not texts:
+        return
     kept = _kept(ctx)
     response = kept.catalogue or await list_skills(ctx, None, False)
     by_name = {s.name: s for s in response.skills}
-    chosen = [by_name[n] for n in dict.fromkeys(names) if n in by_name]
-    for skill in chosen:
-        kept.loaded[skill.path] = _mtime_ms(skill.path)
-    return tuple(SkillInput(s.name, s.path) for s in chosen)
+    names = [m.rstrip(".-") for text in texts for m in MENTION.findall(text)]
+    for name in dict.fromkeys(names):
+        if name in by_name:
+            kept.loaded[by_name[name].path] = _mtime_ms(by_name[name].path)
 
 
 _SKILL = {

@@ -262,6 +262,39 @@ async def test_a_skill_item_attaches_the_whole_skill(tmp_path: Path) -> None:
     assert user_texts(model.requests[1])[-1] == "still here"
 
 
+async def test_a_dollar_mention_attaches_the_skill_in_every_face(tmp_path: Path) -> None:
+    path = write_skill(user_skills(), "deploy", "deploy", "Deploy", "Ship it.\n")
+    model = ScriptedModel([text_response("one"), text_response("two")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(say("Not $HOME: use $deploy."), id="t1")
+        await ui.until(p.TaskComplete, id="t1")
+        # Named by an item too: attached once. A skill broken since the catalogue was
+        # read is left out, and the input still goes.
+        await ui.submit(
+            p.UserInput((p.TextInput("again $deploy"), p.SkillInput("deploy", str(path)))),
+            id="t2",
+        )
+        await ui.until(p.TaskComplete, id="t2")
+    first, second = (user_texts(r) for r in model.requests)
+    assert first[-2] == "Not $HOME: use $deploy."
+    assert first[-1].startswith(f"<skill>\n<name>deploy</name>\n<path>{path}</path>\n")
+    assert sum(t.startswith("<skill>") for t in second) == 1  # server mode: this input's own
+    assert second[-1].startswith("<skill>")
+    assert second[-2] == "again $deploy"
+
+
+async def test_a_mentioned_skill_that_broke_is_left_out(tmp_path: Path) -> None:
+    path = write_skill(user_skills(), "deploy", "deploy", "Deploy")
+    model = ScriptedModel([text_response("one"), text_response("two")])
+    async with running_engine(model, tmp_path) as ui:
+        await ui.submit(p.ListSkills(), id="l1")  # the catalogue is read and kept
+        await ui.until(p.ListSkillsResponse, id="l1")
+        path.write_text("no front matter any more")
+        await ui.submit(say("use $deploy"), id="t1")
+        await ui.until(p.TaskComplete, id="t1")
+    assert user_texts(model.requests[0])[-1] == "use $deploy"
+
+
 # --- seed 000 over a real stdio server ---------------------------------------------------------
 
 

@@ -48,6 +48,7 @@ from ..protocol import (
     ForkSession,
     GetHistory,
     InjectInput,
+    InputItem,
     Interrupt,
     ListSessions,
     ListSkills,
@@ -62,11 +63,13 @@ from ..protocol import (
     SessionList,
     Shutdown,
     ShutdownComplete,
+    SkillInput,
     Stop,
     Submission,
     SubmissionAck,
     TaskComplete,
     TaskStarted,
+    TextInput,
     TurnAborted,
     UserInput,
     WarningEvent,
@@ -94,7 +97,7 @@ from ._rollout import (
     read_session_events,
 )
 from ._session import RunningTask, Session, StopRequest
-from ._skills import SkillCatalogues, catalogue_item
+from ._skills import SkillCatalogues, SkillError, catalogue_item, mentioned_skills, skill_part
 from ._task import Task
 from ._tools import ToolRouter
 from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
@@ -680,7 +683,7 @@ class Codex:
 
     async def _prepare(self, op: Op) -> list[Item] | LoadedSession | str | None:
         if isinstance(op, UserInput | InjectInput):
-            return self._task_input(op)
+            return self._task_input(op, await self._mentions(op.items))
         if isinstance(op, RunUserShellCommand):
             root = (self._session.config if self._session else self.config.session).cwd
             try:
@@ -700,10 +703,36 @@ class Codex:
             return loaded
         return None
 
-    def _task_input(self, op: UserInput | InjectInput) -> list[Item]:
-        """The model input an Op brings."""
+    async def _mentions(self, items: tuple[InputItem, ...]) -> list[dict[str, str]]:
+        """The skills the text mentions as ``$name`` (and no item names already), as
+        parts for the input's message: the model gets them with it, as in Codex. A
+        mentioned skill that cannot be read now is left out (logged), never fatal."""
+        texts = [item.text for item in items if isinstance(item, TextInput) and "$" in item.text]
+        if not texts:
+            return []
+        cwd = (self._session.config if self._session else self.config.session).cwd
+        home = str(self._home())
+        given = {item.path for item in items if isinstance(item, SkillInput)}
+        return await asyncio.to_thread(self._skill_parts, cwd, home, texts, given)
+
+    def _skill_parts(
+        self, cwd: str, home: str, texts: list[str], given: set[str]
+    ) -> list[dict[str, str]]:
+        parts = []
+        for skill in mentioned_skills(self._skills.get(cwd, home), texts):
+            if skill.path in given:
+                continue
+            try:
+                parts.append(skill_part(SkillInput(skill.name, skill.path)))
+            except SkillError as exc:
+                log.warning("mentioned skill not attached", skill=skill.name, error=str(exc))
+        return parts
+
+    def _task_input(self, op: UserInput | InjectInput, skills: list[dict[str, str]]) -> list[Item]:
+        """The model input an Op brings (with the skills its text mentions)."""
         try:
             message = user_message(op.items)
+            message["content"].extend(skills)
         except InputError as exc:
             raise SubmissionRejected(str(exc), "bad_input") from None
         if isinstance(op, UserInput) and op.last_response_id is not None:

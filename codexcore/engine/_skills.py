@@ -16,6 +16,7 @@ characters; a repo skill hides a user skill of the same name.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 from collections.abc import Iterable
@@ -194,6 +195,19 @@ class SkillCatalogues:
             errors.update((e.path, e) for e in catalogue.errors)
         listed = sorted(skills.values(), key=lambda s: (s.name, s.path))
         return ListSkillsResponse(tuple(listed), tuple(errors.values()))
+
+
+MENTION = re.compile(r"\$([A-Za-z0-9][\w.-]*)")
+"""``$name`` in the user's text: a mention of the skill ``name`` (as in Codex)."""
+
+
+def mentioned_skills(catalogue: Catalogue, texts: Iterable[str]) -> list[SkillMetadata]:
+    """The skills of ``catalogue`` that ``texts`` mention as ``$name``, once each, in
+    order. A ``$WORD`` naming no skill (``$HOME``) is no mention; a mention can end a
+    sentence (``use $deploy.``): the dot is not the name's."""
+    names = [m.rstrip(".-") for text in texts for m in MENTION.findall(text)]
+    by_name = {s.name: s for s in catalogue.skills}
+    return [by_name[n] for n in dict.fromkeys(names) if n in by_name]
 
 
 CATALOGUE_OPEN = "<skills_instructions>"
