@@ -109,3 +109,18 @@ def test_the_skills_picker_lists_skills_and_a_picked_one_reaches_the_model(setup
         assert "- release-notes: Write release notes from the git log" in body
         assert "broken" not in body.split("<skills_instructions>")[1].split("</skills")[0]
         finish(s.tui)
+
+
+def test_an_initial_message_waits_for_skills_list_and_then_runs(setup: Setup) -> None:
+    # The TUI holds --initial-message until model.list and skills.list (asked for since
+    # supports_skills_list is true) are answered; then it runs, and its $mention is
+    # attached by the engine.
+    skill = setup.home / "skills" / "hello" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: hello\ndescription: Greet the user\n---\nSay hello.\n")
+    model = ScriptedModel([text_response("Hello from the initial message.")])
+    with session(setup, model, "--initial-message", "Greet me with $hello") as s:
+        s.tui.wait_for(r"Hello from the initial message\.")
+        s.tui.wait_for(r"^● completed$")
+        assert "<name>hello</name>" in s.request_text(0)
+        finish(s.tui)
