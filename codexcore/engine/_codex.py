@@ -27,7 +27,6 @@ import datetime
 import enum
 import functools
 import itertools
-import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -48,7 +47,6 @@ from ..protocol import (
     ForkSession,
     GetHistory,
     InjectInput,
-    InputItem,
     Interrupt,
     ListSessions,
     ListSkills,
@@ -63,13 +61,11 @@ from ..protocol import (
     SessionList,
     Shutdown,
     ShutdownComplete,
-    SkillInput,
     Stop,
     Submission,
     SubmissionAck,
     TaskComplete,
     TaskStarted,
-    TextInput,
     TurnAborted,
     UserInput,
     WarningEvent,
@@ -97,7 +93,7 @@ from ._rollout import (
     read_session_events,
 )
 from ._session import RunningTask, Session, StopRequest
-from ._skills import SkillCatalogues, SkillError, catalogue_item, mentioned_skills, skill_part
+from ._skills import SkillCatalogues, list_skills, mention_parts, session_context
 from ._task import Task
 from ._tools import ToolRouter
 from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
@@ -644,7 +640,8 @@ class Codex:
         tools = ToolRouter(
             config, self.config, session.approvals, sandbox, emit, stop.pending, session.add_context
         )
-        first_input = [*await self._skills_context(session, config), *first_input]
+        skills = await session_context(self._skills, session.history, config.cwd, str(self._home()))
+        first_input = [*skills, *first_input]
         task = Task(
             session_id=session.id,
             config=config,
@@ -658,32 +655,17 @@ class Codex:
         )
         return await task.run(first_input)
 
-    async def _skills_context(self, session: Session, config: SessionConfig) -> list[Item]:
-        """The skills catalogue, once per session: with the first request of a session
-        whose History is empty (a resumed or forked one has it already)."""
-        history = session.history
-        if history.last_response_id is not None or history.items():
-            return []
-        home = str(self._home())
-        catalogue = await asyncio.to_thread(self._skills.get, config.cwd, home)
-        item = catalogue_item(catalogue)
-        return [item] if item is not None else []
-
     async def _list_skills(self, sub: Submission, _: object) -> None:
-        op = sub.op
-        assert isinstance(op, ListSkills)
+        assert isinstance(sub.op, ListSkills)
         cwd = (self._session.config if self._session else self.config.session).cwd
-        cwds = [os.path.join(cwd, c) for c in op.cwds] or [cwd]
-        response = await asyncio.to_thread(
-            functools.partial(self._skills.response, reload=op.force_reload),
-            cwds,
-            str(self._home()),
-        )
-        await self._emit(sub.id, response)
+        answer = await list_skills(self._skills, sub.op, cwd, str(self._home()))
+        await self._emit(sub.id, answer)
 
     async def _prepare(self, op: Op) -> list[Item] | LoadedSession | str | None:
         if isinstance(op, UserInput | InjectInput):
-            return self._task_input(op, await self._mentions(op.items))
+            cwd = (self._session.config if self._session else self.config.session).cwd
+            skills = await mention_parts(self._skills, op.items, cwd, str(self._home()))
+            return self._task_input(op, skills)
         if isinstance(op, RunUserShellCommand):
             root = (self._session.config if self._session else self.config.session).cwd
             try:
@@ -702,31 +684,6 @@ class Codex:
                     ) from None
             return loaded
         return None
-
-    async def _mentions(self, items: tuple[InputItem, ...]) -> list[dict[str, str]]:
-        """The skills the text mentions as ``$name`` (and no item names already), as
-        parts for the input's message: the model gets them with it, as in Codex. A
-        mentioned skill that cannot be read now is left out (logged), never fatal."""
-        texts = [item.text for item in items if isinstance(item, TextInput) and "$" in item.text]
-        if not texts:
-            return []
-        cwd = (self._session.config if self._session else self.config.session).cwd
-        home = str(self._home())
-        given = {item.path for item in items if isinstance(item, SkillInput)}
-        return await asyncio.to_thread(self._skill_parts, cwd, home, texts, given)
-
-    def _skill_parts(
-        self, cwd: str, home: str, texts: list[str], given: set[str]
-    ) -> list[dict[str, str]]:
-        parts = []
-        for skill in mentioned_skills(self._skills.get(cwd, home), texts):
-            if skill.path in given:
-                continue
-            try:
-                parts.append(skill_part(SkillInput(skill.name, skill.path)))
-            except SkillError as exc:
-                log.warning("mentioned skill not attached", skill=skill.name, error=str(exc))
-        return parts
 
     def _task_input(self, op: UserInput | InjectInput, skills: list[dict[str, str]]) -> list[Item]:
         """The model input an Op brings (with the skills its text mentions)."""

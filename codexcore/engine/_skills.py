@@ -15,18 +15,31 @@ characters; a repo skill hides a user skill of the same name.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import stat
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
 
-from ..protocol import ListSkillsResponse, SkillErrorInfo, SkillInput, SkillMetadata, SkillScope
+from .._logging import get_logger
+from ..protocol import (
+    InputItem,
+    ListSkills,
+    ListSkillsResponse,
+    SkillErrorInfo,
+    SkillInput,
+    SkillMetadata,
+    SkillScope,
+    TextInput,
+)
 from ._frontmatter import FrontMatterError, parse_front_matter
-from ._history import Item
+from ._history import History, Item
+
+log = get_logger(__name__)
 
 SKILL_FILE = "SKILL.md"
 REPO_SKILLS = (".codexcore", "skills")
@@ -272,3 +285,50 @@ def skill_part(item: SkillInput) -> dict[str, str]:
         raise SkillError(f"{where}: that file is the skill {skill.name!r}")
     body = f"<skill>\n<name>{skill.name}</name>\n<path>{skill.path}</path>\n{text}\n</skill>"
     return {"type": "input_text", "text": body}
+
+
+# --- what the engine calls (off the event loop where it reads files) ---------------------------
+
+
+async def session_context(
+    catalogues: SkillCatalogues, history: History, cwd: str, home: str
+) -> list[Item]:
+    """The catalogue message for a session's first request: only while its History is
+    empty (a resumed or forked session has it already), none when there is no skill."""
+    if history.last_response_id is not None or history.items():
+        return []
+    item = catalogue_item(await asyncio.to_thread(catalogues.get, cwd, home))
+    return [item] if item is not None else []
+
+
+async def list_skills(
+    catalogues: SkillCatalogues, op: ListSkills, cwd: str, home: str
+) -> ListSkillsResponse:
+    """The answer to ``op``; its ``cwds`` are taken from the session's ``cwd``."""
+    cwds = [os.path.join(cwd, c) for c in op.cwds] or [cwd]
+    return await asyncio.to_thread(lambda: catalogues.response(cwds, home, reload=op.force_reload))
+
+
+async def mention_parts(
+    catalogues: SkillCatalogues, items: Sequence[InputItem], cwd: str, home: str
+) -> list[dict[str, str]]:
+    """The skills the input's text mentions as ``$name`` (and no item names already),
+    as parts for its message (:func:`skill_part`). A mentioned skill that cannot be
+    read now is left out (logged), never fatal."""
+    texts = [item.text for item in items if isinstance(item, TextInput) and "$" in item.text]
+    if not texts:
+        return []
+    given = {item.path for item in items if isinstance(item, SkillInput)}
+
+    def parts() -> list[dict[str, str]]:
+        found = []
+        for skill in mentioned_skills(catalogues.get(cwd, home), texts):
+            if skill.path in given:
+                continue
+            try:
+                found.append(skill_part(SkillInput(skill.name, skill.path)))
+            except SkillError as exc:
+                log.warning("mentioned skill not attached", skill=skill.name, error=str(exc))
+        return found
+
+    return await asyncio.to_thread(parts)
