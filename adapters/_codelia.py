@@ -34,6 +34,7 @@ from codexcore.protocol import (
 from ._codelia_context import keep_ui_context, ui_context_part
 from ._codelia_models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
 from ._codelia_runs import Codelia, Run
+from ._codelia_skills import note_mentions
 from ._host import Attachment
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
@@ -147,6 +148,7 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
         *attachment.session.aliases,
     ):
         await _resume(state, attachment, params.session_id)
+    await note_mentions(ctx, items)
     run = Run(
         f"run-{uuid.uuid4().hex[:16]}",
         ctx.client_capabilities.get("supports_permission_preflight_events") is True,

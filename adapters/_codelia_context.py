@@ -12,8 +12,8 @@
   engine holds commands' cwd inside). With ``include_agents``, ``agents`` is the
   AGENTS.md the engine sends the model for that cwd (``{root, max_bytes,
   truncated, files: [{path, scope, size_bytes, sent_bytes}], text}``: global
-  first, then the project root down to the cwd). ``include_skills`` is
-  accepted; no skills are listed here.
+  first, then the project root down to the cwd). ``include_skills`` adds
+  ``skills`` (:func:`._codelia_skills.inspect_skills`).
 * ``tool.call {name, arguments}`` -> ``{ok, result}``: the only built-in tool the
   engine can run outside a Task is the user's shell (op ``run_user_shell_command``,
   ``record=False``), so ``shell`` is the one tool served: ``arguments`` are
@@ -35,6 +35,7 @@ import attrs
 
 from codexcore.protocol import InputItem, TextInput
 
+from ._codelia_skills import INSPECT_SKILLS, inspect_skills
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import decode_params
@@ -90,7 +91,7 @@ class UiContext:
 @attrs.frozen
 class ContextInspect:
     include_agents: bool | None = None
-    include_skills: bool | None = None  # no skills: nothing to include
+    include_skills: bool | None = None
 
 
 _SHELL_ARGUMENTS = {
@@ -175,6 +176,8 @@ async def context_inspect(ctx: RpcContext, params: ContextInspect) -> dict[str, 
     }
     if params.include_agents:
         result["agents"] = await _agents(ctx, cwd)
+    if params.include_skills:
+        result["skills"] = await inspect_skills(ctx, cwd)
     return result
 
 
@@ -252,6 +255,7 @@ CONTEXT_INSPECT_RESULT: dict[str, Any] = {
         "runtime_sandbox_root": {"type": "string"},
         "ui_context": _UI_CONTEXT_SHAPE,
         "agents": _AGENTS_SHAPE,
+        "skills": INSPECT_SKILLS,
     },
     "required": ["runtime_working_dir", "runtime_sandbox_root", "ui_context"],
 }

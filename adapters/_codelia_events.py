@@ -61,6 +61,8 @@ from codexcore.protocol import (
     UpdateChange,
 )
 
+from ._codelia_plan import image_events, plan_events
+
 AgentEvent = dict[str, Any]
 
 AGENT_EVENT_TYPES = frozenset(
@@ -106,6 +108,7 @@ class RunView:
     compacting: bool = False  # a compaction_start not yet completed
     compacted: bool = False  # the run compacted the conversation
     turns_done: int = 0  # model responses completed (a compaction's is not one)
+    plans: int = 0  # plan updates shown, for their tool_call ids
 
     def step_id(self) -> str:
         return f"{self.run_id}:turn-{self.turn}"
@@ -452,6 +455,8 @@ MAPPING: Mapping[str, Builder] = {
     "stream_error": in_step(_retry),
     "context_compaction_started": in_step(_compaction_start),
     "context_compacted": in_step(_compacted),
+    "plan_update": in_step(plan_events),
+    "view_image_tool_call": in_step(image_events),
     "turn_complete": _response_complete,
     "task_complete": _task_complete,
     "turn_aborted": _ended_early,
@@ -471,6 +476,7 @@ NOT_SENT: Mapping[str, str] = {
     "submission_ack": "the dialect's own bookkeeping",
     "session_list": "answers session.list's list_sessions: becomes that method's result",
     "session_history": "answers session.history's get_history: its events are replayed",
+    "list_skills_response": "answers skills.list's list_skills: becomes that method's result",
     "shutdown_complete": "the session's end closes the connection",
     "mcp_startup_update": "the servers' states are mcp.list's answer",
     "mcp_startup_complete": "the servers' states are mcp.list's answer",

@@ -33,6 +33,7 @@ from codexcore.protocol import (
     Event,
     ExecApproval,
     ExecApprovalRequest,
+    ListSkillsResponse,
     McpListToolsResponse,
     Op,
     PatchApproval,
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext
 
 log = get_logger(__name__)
+
+ENGINE_ANSWERS = (SessionConfigured, ErrorEvent, McpListToolsResponse, ListSkillsResponse)
+"""What ``ask_engine`` may wait for (each waiter names its own)."""
 
 SERVER_ERROR = -32000
 
@@ -198,7 +202,9 @@ class Codelia:
         msg = event.msg
         if isinstance(msg, SessionConfigured):
             self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
-        if isinstance(msg, SessionConfigured | ErrorEvent | McpListToolsResponse):
+        if isinstance(
+            msg, SessionConfigured | ErrorEvent | McpListToolsResponse | ListSkillsResponse
+        ):
             waiter = self.waiters.get(event.id)
             wanted = self.answers.get(event.id, (SessionConfigured, ErrorEvent))
             if waiter is not None and not waiter.done() and isinstance(msg, wanted):

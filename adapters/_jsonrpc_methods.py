@@ -385,6 +385,7 @@ def standard_methods() -> MethodTable:
     from . import _codelia
     from ._codelia_context import add_context_methods
     from ._codelia_mcp import add_mcp_methods
+    from ._codelia_skills import add_skills_methods
     from ._seed001 import register as seed001
 
     table = MethodTable()
@@ -405,4 +406,5 @@ def standard_methods() -> MethodTable:
     add_context_methods(table)  # seed 000: context.inspect, ui.context.update, tool.call
     add_control_message_methods(table)  # seed 003: control.stdin, control.interrupt
     add_mcp_methods(table)  # seed 000: mcp.list
+    add_skills_methods(table)  # seed 000: skills.list
     return table

@@ -31,6 +31,7 @@ OPS: list[Any] = [
             p.TextInput("hi"),
             p.ImageInput("https://example.com/cat.png"),
             p.LocalImageInput("/tmp/cat.png"),
+            p.SkillInput("release-notes", "/work/.codexcore/skills/release-notes/SKILL.md"),
         ),
         last_response_id="resp_1",
     ),
@@ -64,6 +65,7 @@ OPS: list[Any] = [
     p.GetHistory("sess_1", offset=10, limit=100),
     p.Compact(),
     p.ListMcpTools(),
+    p.ListSkills(("/work", "/work/sub"), force_reload=True),
     p.Shutdown(),
 ]
 
@@ -161,6 +163,25 @@ EVENT_MSGS: list[Any] = [
                 "search", "stdio", True, "ready", 1, None, "2026-11-25T16:00:00.000Z"
             ),
         ),
+    ),
+    p.PlanUpdate(
+        (
+            p.PlanItem("Read the failing test", "completed"),
+            p.PlanItem("Fix the parser", "in_progress"),
+        ),
+        explanation="The test points at the parser.",
+    ),
+    p.ViewImageToolCall("call_3", "/work/screenshot.png"),
+    p.ListSkillsResponse(
+        (
+            p.SkillMetadata(
+                "release-notes",
+                "Write release notes from the git log",
+                "/work/.codexcore/skills/release-notes/SKILL.md",
+                "repo",
+            ),
+        ),
+        (p.SkillErrorInfo("/home/u/.codexcore/skills/broken/SKILL.md", "missing field `name`"),),
     ),
     p.ShutdownComplete(),
 ]

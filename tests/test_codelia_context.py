@@ -91,7 +91,13 @@ async def test_context_inspect_answers_the_runtime_dirs_and_the_kept_ui_context(
             "files": [],
             "text": "",
         }
-        assert "skills" not in after["result"]
+        # Issue 16: include_skills answers the (here empty) catalogue.
+        assert after["result"]["skills"] == {
+            "root_dir": str(tmp_path),
+            "working_dir": str(tmp_path),
+            "catalog": {"skills": [], "errors": [], "truncated": False},
+            "loaded_versions": [],
+        }
         await finish(ui)
     assert [m.get("id") for m in ui.server.seen if "method" not in m] == ["1", "2", "3"]
 

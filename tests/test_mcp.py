@@ -304,7 +304,7 @@ async def test_a_tools_own_error_and_filters(tmp_path: Path) -> None:
     assert end.msg.result["Ok"]["isError"] is True
     assert outputs(model.requests[1])[0].startswith("error: the tool reported a failure")
     names = sorted(t["name"] for t in model.requests[0]["tools"])
-    assert names == ["apply_patch", "demo__add", "demo__fail", "shell"]
+    assert names == ["apply_patch", "demo__add", "demo__fail", "shell", "update_plan", "view_image"]
 
 
 async def _list(ui: Recorder) -> p.McpListToolsResponse:

@@ -26,12 +26,14 @@ from ..protocol import (
     FileChange,
     PatchApplyBegin,
     PatchApplyEnd,
+    PlanUpdate,
     ReviewDecision,
     StreamError,
     TaskComplete,
     TokenCount,
     TurnAborted,
     UpdateChange,
+    ViewImageToolCall,
     WarningEvent,
 )
 from ._render_mcp import approval_what, mcp_lines
@@ -46,6 +48,8 @@ DIM, BOLD, RED, GREEN, CYAN, RESET = (
 )
 SHELLS = frozenset({"bash", "sh", "zsh"})
 FOLD_LINES = 12
+PLAN_MARKS = {"completed": ("[x]", DIM), "in_progress": ("[>]", BOLD), "pending": ("[ ]", "")}
+"""How each step of a plan is shown: its checkbox and its style."""
 THINKING = frozenset(
     {
         "task_started",
@@ -145,12 +149,26 @@ class TerminalRenderer:
         elif isinstance(msg, PatchApplyEnd):
             text = msg.stdout if msg.success else f"patch failed: {msg.stderr}"
             self._line(self._style(text, DIM if msg.success else RED))
+        elif isinstance(msg, PlanUpdate):
+            self._plan(msg)
+        elif isinstance(msg, ViewImageToolCall):
+            self._line(self._style(f"viewed image {msg.path}", DIM))
         elif (lines := mcp_lines(msg)) is not None:
             styles = {"bold": BOLD, "dim": DIM, "red": RED, "green": GREEN}
             for text, style in lines:
                 self._line(self._style(text, styles[style]) if style else text)
         else:
             self._show_status(msg)
+
+    def _plan(self, msg: PlanUpdate) -> None:
+        """The plan as a checklist: done steps ticked and dimmed, the current one bold."""
+        done = sum(item.status == "completed" for item in msg.plan)
+        self._line(self._style(f"Plan ({done}/{len(msg.plan)} done)", BOLD))
+        if msg.explanation:
+            self._line(self._style(f"  {msg.explanation}", DIM))
+        for item in msg.plan:
+            mark, style = PLAN_MARKS[item.status]
+            self._line(self._style(f"  {mark} {item.step}", style))
 
     def _output(self, text: str) -> None:
         """Command output, indented; past FOLD_LINES lines only counted."""

@@ -4,7 +4,7 @@ from ..tools.exec import ExecResult
 from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import CommandRunner, EngineConfig, SessionConfig
-from ._instructions import ProjectDoc, ProjectDocs, read_project_docs
+from ._instructions import ProjectDoc, ProjectDocs, project_root, read_project_docs
 from ._mcp import McpServerConfig
 from ._models import (
     DEFAULT_CONTEXT_WINDOW,
@@ -47,6 +47,7 @@ __all__ = [
     "model_details",
     "new_agent_id",
     "parse_submission",
+    "project_root",
     "prune_sessions",
     "read_project_docs",
     "recorded_agent_id",

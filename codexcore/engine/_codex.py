@@ -52,6 +52,7 @@ from ..protocol import (
     Interrupt,
     ListMcpTools,
     ListSessions,
+    ListSkills,
     Op,
     OverrideTurnContext,
     PatchApproval,
@@ -100,6 +101,7 @@ from ._rollout import (
     read_session_events,
 )
 from ._session import RunningTask, Session, StopRequest, new_agent_id
+from ._skills import SkillCatalogues, list_skills, mention_parts, session_context
 from ._task import Task, TurnSettings
 from ._tools import ToolRouter
 from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
@@ -255,6 +257,7 @@ class Codex:
         acks = self.config.acknowledge_submissions
         self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
         self._warned_models: set[str] = set()  # unknown models already warned about
+        self._skills = SkillCatalogues()
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -758,13 +761,24 @@ class Codex:
         def tools_for(config: SessionConfig) -> ToolRouter:
             confine = session.sandbox or sandbox
             return ToolRouter(
-                config, self.config, session.approvals, confine, emit, stop.pending, mcp=session.mcp
+                config,
+                self.config,
+                session.approvals,
+                confine,
+                emit,
+                stop.pending,
+                mcp=session.mcp,
+                attach=session.add_context,
             )
 
         tools = tools_for(config)
         settings = TurnSettings(
             lambda: session.config, tools_for, session.context, self.config.models, session.totals
         )
+        if first_input is not None:  # a Task with input (not a compaction): the catalogue once
+            home = str(self._home())
+            skills = await session_context(self._skills, session.history, config.cwd, home)
+            first_input = [*skills, *first_input]
         task = Task(
             session_id=session.id,
             config=config,
@@ -783,15 +797,29 @@ class Codex:
         )
         return await (task.compact() if first_input is None else task.run(first_input))
 
+    async def _list_skills(self, sub: Submission, _: object) -> None:
+        assert isinstance(sub.op, ListSkills)
+        cwd = (self._session.config if self._session else self.config.session).cwd
+        answer = await list_skills(self._skills, sub.op, cwd, str(self._home()))
+        await self._emit(sub.id, answer)
+
+    async def _mentioned(
+        self, op: UserInput | InjectInput | UserTurn, cwd: str
+    ) -> list[dict[str, str]]:
+        """The skills the input's text mentions (``$name``), as content parts."""
+        return await mention_parts(self._skills, op.items, cwd, str(self._home()))
+
     async def _prepare(
         self, op: Op
     ) -> list[Item] | LoadedSession | str | SessionConfig | tuple[SessionConfig, list[Item]] | None:
         if isinstance(op, UserInput | InjectInput):
-            return self._task_input(op)
+            cwd = (self._session.config if self._session else self.config.session).cwd
+            return self._task_input(op, await self._mentioned(op, cwd))
         if isinstance(op, OverrideTurnContext):
             return self._turn_settings(op)
         if isinstance(op, UserTurn):
-            return self._turn_settings(op), self._task_input(op)
+            config = self._turn_settings(op)
+            return config, self._task_input(op, await self._mentioned(op, config.cwd))
         if isinstance(op, RunUserShellCommand):
             root = (self._session.config if self._session else self.config.session).cwd
             try:
@@ -811,10 +839,13 @@ class Codex:
             return loaded
         return None
 
-    def _task_input(self, op: UserInput | InjectInput | UserTurn) -> list[Item]:
-        """The model input an Op brings."""
+    def _task_input(
+        self, op: UserInput | InjectInput | UserTurn, skills: list[dict[str, str]]
+    ) -> list[Item]:
+        """The model input an Op brings (with the skills its text mentions)."""
         try:
             message = user_message(op.items)
+            message["content"].extend(skills)
         except InputError as exc:
             raise SubmissionRejected(str(exc), "bad_input") from None
         if isinstance(op, UserInput) and op.last_response_id is not None:
@@ -1157,6 +1188,8 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     # to a resumed or forked session aborts it, as reconfiguring does.
     **{(s, ListSessions): Step(None, Codex._list_sessions) for s in State},
     **{(s, GetHistory): Step(None, Codex._get_history) for s in State},
+    # list_skills: reads the skills folders (or the kept catalogue); never disturbs a Task.
+    **{(s, ListSkills): Step(None, Codex._list_skills) for s in State},
     **{(s, ResumeSession): Step(None, Codex._resume_session) for s in (_U, _I)},
     **{(s, ResumeSession): Step("reconfigured", Codex._resume_session) for s in _RUNNING},
     **{(s, ForkSession): Step(None, Codex._fork_session) for s in (_U, _I)},

@@ -353,7 +353,14 @@ def _message_text(item: Item) -> str | None:
     return text if isinstance(text, str) else None
 
 
-CONTEXTUAL_OPENINGS: list[str] = [USER_INSTRUCTIONS_OPEN, ENVIRONMENT_CONTEXT_OPEN]
+SKILLS_CATALOGUE_OPEN = "<skills_instructions>"
+"""How the skills catalogue message begins (sent by :mod:`._skills`, once per session)."""
+
+CONTEXTUAL_OPENINGS: list[str] = [
+    USER_INSTRUCTIONS_OPEN,
+    ENVIRONMENT_CONTEXT_OPEN,
+    SKILLS_CATALOGUE_OPEN,
+]
 """How contextual user messages begin; a feature that adds a part adds its opening tag."""
 
 

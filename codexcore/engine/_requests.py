@@ -11,10 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..protocol import ImageInput, InputItem, LocalImageInput, TextInput
+from ..protocol import ImageInput, InputItem, LocalImageInput, SkillInput, TextInput
 from ._config import SessionConfig
 from ._history import History, Item
+from ._images import VIEW_IMAGE_TOOL
 from ._models import BUILTIN_CATALOG, ModelCatalog
+from ._plan import PLAN_TOOL
+from ._skills import SkillError, skill_part
 
 SHELL_TOOL: dict[str, Any] = {
     "type": "function",
@@ -71,7 +74,7 @@ APPLY_PATCH_TOOL: dict[str, Any] = {
     },
 }
 
-TOOLS = (SHELL_TOOL, APPLY_PATCH_TOOL)
+TOOLS = (SHELL_TOOL, APPLY_PATCH_TOOL, PLAN_TOOL, VIEW_IMAGE_TOOL)
 
 
 class InputError(ValueError):
@@ -89,6 +92,11 @@ def _content(item: InputItem) -> dict[str, Any]:
     # ``detail`` is required by the API's input type; "auto" is what it means unsaid.
     if isinstance(item, ImageInput):
         return {"type": "input_image", "image_url": item.image_url, "detail": "auto"}
+    if isinstance(item, SkillInput):
+        try:
+            return skill_part(item)
+        except SkillError as exc:
+            raise InputError(str(exc)) from None
     return {"type": "input_image", "image_url": _data_url(item), "detail": "auto"}
 
 

@@ -31,6 +31,7 @@ from ..protocol import (
     PatchApplyBegin,
     PatchApplyEnd,
     UpdateChange,
+    ViewImageToolCall,
 )
 from ..tools import apply_patch as patches
 from ..tools.environment import command_environment
@@ -41,12 +42,15 @@ from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandb
 from ._approvals import Answer, Approvals, ApprovalWithdrawn, ExecPlan, TaskAborted, plan_exec
 from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._history import Item
+from ._images import ImageError, attached, image_message, load_image
 from ._mcp import McpManager
 from ._mcp_calls import call_mcp_tool
+from ._plan import PLAN_UPDATED, PlanError, parse_plan
 from ._requests import TOOLS, call_output, function_output
 from ._turn_diff import TurnDiffTracker
 
 Emit = Callable[[EventMsg], Awaitable[None]]
+TOOL_NAMES = "shell, apply_patch, update_plan, view_image"
 
 DENIED = "error: the user denied this; do not try it again the same way"
 NOT_ASKED = "not run: the user stopped the task before this call was approved"
@@ -86,10 +90,13 @@ class ToolRouter:
         emit: Emit,
         stopping: Callable[[], bool] = lambda: False,
         mcp: McpManager | None = None,
+        attach: Callable[[Item], None] | None = None,
     ) -> None:
         """``stopping`` says whether a ``stop`` or ``checkpoint`` is pending: then a
         call that needs approval is answered as not run instead of asking. ``mcp``:
-        the Session's MCP servers, whose tools are offered beside the built-in ones."""
+        the Session's MCP servers, whose tools are offered beside the built-in ones.
+        ``attach`` adds an item to the Task's next request (``view_image``'s image;
+        without it the tool answers that it is unavailable)."""
         self._mcp = mcp
         self._config = config
         self._engine = engine
@@ -97,6 +104,7 @@ class ToolRouter:
         self._sandbox = sandbox
         self._emit = emit
         self._stopping = stopping
+        self._attach = attach
         policy = config.sandbox_policy
         self._spec = SandboxSpec(policy.type, policy.writable_roots, policy.network_access)
 
@@ -122,6 +130,10 @@ class ToolRouter:
                 if not isinstance(patch, str):
                     raise ToolCallError("apply_patch: 'input' must be the patch text")
                 output = await self._patch(call_id, patch, self._config.cwd, diff)
+            elif name == "update_plan":
+                output = await self._update_plan(item.get("arguments"))
+            elif name == "view_image":
+                output = await self._view_image(call_id, item.get("arguments"))
             elif self._mcp is not None and (tool := self._mcp.lookup(str(name))) is not None:
                 output = await call_mcp_tool(
                     call_id,
@@ -136,7 +148,7 @@ class ToolRouter:
                     limit_bytes=self._engine.exec_output_limit,
                 )
             else:
-                raise ToolCallError(f"unknown tool {name!r}; the tools are: shell, apply_patch")
+                raise ToolCallError(f"unknown tool {name!r}; the tools are: {TOOL_NAMES}")
         except ToolCallError as exc:
             output = f"error: {exc}"
         except ApprovalWithdrawn:
@@ -258,6 +270,31 @@ class ToolRouter:
         return await run_exec(
             call.call_id, call.argv, call.cwd, call.timeout_ms, spec, self._sandbox, self._emit
         )
+
+    # --- update_plan and view_image --------------------------------------------------
+
+    async def _update_plan(self, arguments: Any) -> str:
+        try:
+            update = parse_plan(_json_object(arguments))
+        except PlanError as exc:
+            raise ToolCallError(f"update_plan: {exc}; the plan was not changed") from None
+        await self._emit(update)
+        return PLAN_UPDATED
+
+    async def _view_image(self, call_id: str, arguments: Any) -> str:
+        path = _json_object(arguments).get("path")
+        if not isinstance(path, str):
+            raise ToolCallError("view_image: 'path' must be the image file's path")
+        if self._attach is None:
+            raise ToolCallError("view_image is unavailable in this session")
+        roots = self._writable_roots() or [self._config.cwd]
+        try:
+            image = await asyncio.to_thread(load_image, path, self._config.cwd, roots)
+        except ImageError as exc:
+            raise ToolCallError(f"view_image: {exc}") from None
+        self._attach(image_message(image))
+        await self._emit(ViewImageToolCall(call_id, image.path))
+        return attached(image)
 
     # --- apply_patch ------------------------------------------------------------
 
@@ -405,7 +442,7 @@ async def run_elsewhere(runner: CommandRunner, call: ShellCall, emit: Emit) -> E
 def _not_runnable(item: Item) -> str:
     kind, name = item.get("type"), item.get("name")
     what = f"{kind} {name!r}" if isinstance(name, str) else str(kind)
-    return f"error: {what} cannot run here; the tools are the functions shell and apply_patch"
+    return f"error: {what} cannot run here; the tools are the functions {TOOL_NAMES}"
 
 
 def _denial(what: str, answer: Answer) -> str:

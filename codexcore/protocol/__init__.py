@@ -105,7 +105,16 @@ from ._ops import (
     UserInput,
     UserTurn,
 )
+from ._plan import PlanItem, PlanUpdate, StepStatus, ViewImageToolCall
 from ._schema import protocol_schema
+from ._skills import (
+    ListSkills,
+    ListSkillsResponse,
+    SkillErrorInfo,
+    SkillInput,
+    SkillMetadata,
+    SkillScope,
+)
 from ._types import (
     AbortReason,
     AddChange,
@@ -176,6 +185,8 @@ __all__ = [
     "Limits",
     "ListMcpTools",
     "ListSessions",
+    "ListSkills",
+    "ListSkillsResponse",
     "LocalImageInput",
     "McpAuthStatus",
     "McpInvocation",
@@ -197,6 +208,8 @@ __all__ = [
     "PatchApplyEnd",
     "PatchApproval",
     "Peer",
+    "PlanItem",
+    "PlanUpdate",
     "ProtocolError",
     "ReasoningEffort",
     "ReasoningSummary",
@@ -213,6 +226,11 @@ __all__ = [
     "SessionSummary",
     "Shutdown",
     "ShutdownComplete",
+    "SkillErrorInfo",
+    "SkillInput",
+    "SkillMetadata",
+    "SkillScope",
+    "StepStatus",
     "Stop",
     "StopKind",
     "StreamError",
@@ -231,6 +249,7 @@ __all__ = [
     "UpdateChange",
     "UserInput",
     "UserTurn",
+    "ViewImageToolCall",
     "WarningEvent",
     "Welcome",
     "decode_connection_msg",

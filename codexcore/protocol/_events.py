@@ -21,6 +21,8 @@ from ._mcp import (
     McpToolCallBegin,
     McpToolCallEnd,
 )
+from ._plan import PlanUpdate, ViewImageToolCall
+from ._skills import ListSkillsResponse
 from ._types import (
     AbortReason,
     ApprovalPolicy,
@@ -415,6 +417,9 @@ EventMsg = Annotated[
     | McpToolCallBegin
     | McpToolCallEnd
     | McpListToolsResponse
+    | PlanUpdate
+    | ViewImageToolCall
+    | ListSkillsResponse
     | ShutdownComplete,
     EVENT_MSGS,
 ]

@@ -12,6 +12,7 @@ import attrs
 
 from ._compaction import Compact
 from ._mcp import ListMcpTools
+from ._skills import ListSkills
 from ._types import (
     ApprovalPolicy,
     HistoryMode,
@@ -279,6 +280,7 @@ Op = Annotated[
     | UserTurn
     | OverrideTurnContext
     | Compact
-    | ListMcpTools,
+    | ListMcpTools
+    | ListSkills,
     OPS,
 ]

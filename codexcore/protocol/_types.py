@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 import attrs
 
+from ._skills import SkillInput
 from ._value import Value
 from ._wire import FILE_CHANGES, INPUT_ITEMS, Tagged
 
@@ -66,7 +67,7 @@ class LocalImageInput(Tagged):
     path: str
 
 
-InputItem = Annotated[TextInput | ImageInput | LocalImageInput, INPUT_ITEMS]
+InputItem = Annotated[TextInput | ImageInput | LocalImageInput | SkillInput, INPUT_ITEMS]
 
 
 @attrs.frozen(repr=False, eq=False)
