@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..protocol import ImageInput, InputItem, LocalImageInput, TextInput
+from ..protocol import ImageInput, InputItem, LocalImageInput, TextInput, UserMessage
 from ._config import SessionConfig
 from ._history import History, Item
 from ._models import supports_reasoning
@@ -81,6 +81,17 @@ class InputError(ValueError):
 def user_message(items: Sequence[InputItem]) -> Item:
     """The Responses ``message`` item for the user's input items."""
     return {"type": "message", "role": "user", "content": [_content(i) for i in items]}
+
+
+def user_message_event(item: Item) -> UserMessage | None:
+    """The ``user_message`` event for a user's input item (None for any other item):
+    its text parts joined, as Codex's ``UserMessageEvent`` has them, and its images."""
+    if item.get("type") != "message" or item.get("role") != "user":
+        return None
+    parts = item.get("content") or ()
+    text = "".join(p["text"] for p in parts if p.get("type") == "input_text")
+    images = tuple(p["image_url"] for p in parts if p.get("type") == "input_image")
+    return UserMessage(text, images or None)
 
 
 def _content(item: InputItem) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from ._events import (
     TurnAborted,
     TurnComplete,
     TurnDiff,
+    UserMessage,
     WarningEvent,
 )
 from ._handshake import (
@@ -175,6 +176,7 @@ __all__ = [
     "TurnDiff",
     "UpdateChange",
     "UserInput",
+    "UserMessage",
     "WarningEvent",
     "Welcome",
     "decode_connection_msg",
