@@ -32,6 +32,7 @@ import attrs
 
 from codexcore.protocol import InputItem, TextInput
 
+from ._codelia_events import UI_CONTEXT_CLOSE, UI_CONTEXT_OPEN
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import decode_params
@@ -145,7 +146,7 @@ def ui_context_part(context: dict[str, Any]) -> tuple[InputItem, ...]:
         selection = {**selection, "selected_text": f"{text[:MAX_SELECTED_TEXT]}...[{cut} more]"}
         shown["selection"] = selection
     block = json.dumps(shown, ensure_ascii=False)
-    return (TextInput(f"<ui_context>\n{block}\n</ui_context>"),)
+    return (TextInput(f"{UI_CONTEXT_OPEN}{block}{UI_CONTEXT_CLOSE}"),)
 
 
 async def ui_context_update(ctx: RpcContext, params: UiContext) -> None:
