@@ -356,11 +356,16 @@ def agent_events(
     view: RunView, event: Event, wants_codexcore: bool
 ) -> tuple[list[AgentEvent], dict[str, Any]]:
     """The ``agent.event``s one of a run's engine events becomes, and the ``meta`` each
-    carries: the same for a live run and for one ``session.history`` replays."""
+    carries: the same for a live run and for one ``session.history`` replays.
+
+    ``meta.codexcore`` is the engine's event ``{id, seq, msg}``, except where the
+    ``event`` already is its ``msg`` (a ``codexcore.*`` event, for a client that asked
+    for every EventMsg): there it is ``{seq}`` alone, as the native event's ``id`` is
+    the run's id and its ``msg`` is the ``event``, its type without ``codexcore.``."""
     wire = orjson.loads(encode_event(event))
     events = build(view, event.msg)
     if not events and wants_codexcore:
-        events = [codexcore_event(wire["msg"])]
+        return [codexcore_event(wire["msg"])], {"codexcore": {"seq": event.seq}}
     return events, {"codexcore": wire}
 
 
