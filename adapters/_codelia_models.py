@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from codexcore.engine import MODEL_DETAILS
+from codexcore.engine import MODEL_DETAILS, supports_reasoning
 
 from ._jsonrpc import INVALID_PARAMS, RpcError
 
@@ -61,12 +61,22 @@ def current_model(state: Codelia) -> str:
     return state.model or state.ctx.host.engine_config.session.model
 
 
+API_DEFAULT_EFFORT = "medium"
+"""The effort a reasoning model uses when a request names none (the Responses API's
+default, what codexcore then sends): shown as Codelia's runtime shows its own default."""
+
+
 def _current_effort(state: Codelia) -> str | None:
+    """The next run's effort: chosen, configured, or the model's default; None when
+    the model does not reason (the status bar then shows no level)."""
+    defaults = state.ctx.host.engine_config.session
+    if not supports_reasoning(current_model(state), defaults.model_supports_reasoning_summaries):
+        return None  # the engine sends such a model no effort at all
     if "reasoning_effort" in state.pending:
-        return str(state.pending["reasoning_effort"])
-    if state.model is not None:
-        return state.effort
-    return state.ctx.host.engine_config.session.reasoning_effort
+        effort = state.pending["reasoning_effort"]
+    else:
+        effort = state.effort if state.model is not None else defaults.reasoning_effort
+    return API_DEFAULT_EFFORT if effort is None else str(effort)
 
 
 def _shown(result: dict[str, Any], state: Codelia) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from ._models import (
     ModelDetails,
     context_window,
     model_details,
+    supports_reasoning,
 )
 from ._rollout import BadRollout, default_home, list_sessions, prune_sessions
 
@@ -30,4 +31,5 @@ __all__ = [
     "model_details",
     "parse_submission",
     "prune_sessions",
+    "supports_reasoning",
 ]
