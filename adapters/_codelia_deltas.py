@@ -42,19 +42,23 @@ def take_deltas(
     rid = orjson.dumps(run_id)
     head = b'{"id":' + rid + b',"seq":'
     line_head = b'{"jsonrpc":"2.0","method":"agent.event","params":{"run_id":' + rid + b',"seq":'
+    # One formatting a line (the run's seq, the delta's text, its native seq): no
+    # intermediate bytes. The native seq ends at the first comma after ``head``.
+    line = line_head.replace(b"%", b"%%") + b"%d" + _EVENT + b"%s" + _META + b"%s" + _END
     after_head, after_middle = len(head), len(_MIDDLE)
     at, end = start, len(batch)
     while at < end:
         data = batch[at]
-        if not data.startswith(head) or not data.endswith(b"}}"):
-            break
-        middle = data.find(_MIDDLE, after_head)
-        native_seq = data[after_head:middle]
-        if middle < 0 or not native_seq.isdigit():
+        comma = data.find(b",", after_head)
+        if (
+            comma < 0
+            or not data.startswith(head)
+            or not data.startswith(_MIDDLE, comma)
+            or not data.endswith(b"}}")
+        ):
             break
         at += 1
         if into is not None:
-            text = data[middle + after_middle : -2]
-            into.append(line_head + b"%d" % seq + _EVENT + text + _META + native_seq + _END)
+            into.append(line % (seq, data[comma + after_middle : -2], data[after_head:comma]))
             seq += 1
     return at, seq
