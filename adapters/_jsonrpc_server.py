@@ -54,6 +54,9 @@ Listener = Callable[[Event], Awaitable[None]]
 RawListener = Callable[[list[bytes]], Awaitable[None]]
 
 _CURRENT_CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("codexcore_rpc_call")
+_AFTER_ANSWER: contextvars.ContextVar[list[Callable[[], Awaitable[None]]]] = (
+    contextvars.ContextVar("codexcore_rpc_after_answer")
+)
 
 
 def current_call() -> Call:
@@ -231,6 +234,13 @@ class RpcContext:
         see a batch before the typed ones see its events.
         """
         self._raw_listeners.append(listener)
+
+    def after_answer(self, then: Callable[[], Awaitable[None]]) -> None:
+        """Run ``then()`` once the running handler's answer is queued, in the same step
+        (no task of its own): for what must follow the answer on the wire, as seed
+        000's ``run.status running`` follows ``run.start``'s answer. Only inside a
+        handler; it runs whatever the answer is."""
+        _AFTER_ANSWER.get().append(then)
 
     async def notify(self, method: str, params: Any) -> None:
         """Send a notification (waits while the outbox is full)."""
@@ -451,7 +461,9 @@ class RpcConnection:
             log.info("ignored", why=received.why)
         elif received.method == "initialize" and not received.notification:
             return await self._handshake(received)  # in order: it governs what follows
-        elif received.method not in self.ctx.methods:
+        elif received.method not in self.ctx.methods or self.ctx.methods.runs_inline(
+            received.method
+        ):
             await self._call(received)  # answered at once, in order: no task to wait for
         else:
             task = asyncio.create_task(self._call(received))
@@ -471,9 +483,16 @@ class RpcConnection:
         return True
 
     async def _call(self, call: Call) -> None:
-        data = await run_call(self.ctx, self.machine, call)
+        after: list[Callable[[], Awaitable[None]]] = []
+        token = _AFTER_ANSWER.set(after)
+        try:
+            data = await run_call(self.ctx, self.machine, call)
+        finally:
+            _AFTER_ANSWER.reset(token)
         if data:
             await self.outbox.put(data)
+        for then in after:
+            await then()
 
     def _write_through(self, data: bytes) -> bool:
         """Write ``data`` now if the transport holds nothing unsent (the writer task then
