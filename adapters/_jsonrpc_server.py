@@ -21,7 +21,9 @@ import asyncio
 import collections
 import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping
+import functools
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 import attrs
@@ -30,7 +32,7 @@ from codexcore._logging import get_logger
 from codexcore.protocol import Event, decode_event
 
 from ._framing import Item
-from ._host import Attachment, HostRefusal, Out, SessionHost
+from ._host import Attachment, Frame, HostRefusal, Out, SessionHost
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -54,8 +56,8 @@ Listener = Callable[[Event], Awaitable[None]]
 RawListener = Callable[[list[bytes]], Awaitable[None]]
 
 _CURRENT_CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("codexcore_rpc_call")
-_AFTER_ANSWER: contextvars.ContextVar[list[Callable[[], Awaitable[None]]]] = (
-    contextvars.ContextVar("codexcore_rpc_after_answer")
+_AFTER_ANSWER: contextvars.ContextVar[list[Callable[[], Awaitable[None]]]] = contextvars.ContextVar(
+    "codexcore_rpc_after_answer"
 )
 
 
@@ -176,6 +178,7 @@ class RpcContext:
         self.over = asyncio.Event()  # set when the connection must end
         self.attachment: Attachment | None = None
         self.follower: asyncio.Task[None] | None = None
+        self._finishing: asyncio.Future[None] | None = None  # see _deliver_now
 
     def set_client(self, name: str, version: str, capabilities: Mapping[str, Any]) -> None:
         """Record what ``initialize`` said (later handlers read ``client_capabilities``)."""
@@ -291,21 +294,74 @@ class RpcContext:
 
     async def _follow(self, attachment: Attachment) -> None:
         try:
-            while frames := await attachment.take():
-                events = [frame.data for frame in frames if isinstance(frame, Out)]
-                if len(events) < len(frames):
-                    for frame in frames:
-                        if not isinstance(frame, Out):
-                            log.info("session notice", notice=type(frame).__name__)
-                for raw_listener in self._raw_listeners:
-                    await raw_listener(events)
-                if self._listeners:
-                    for data in events:
-                        event = decode_event(data)
-                        for listener in self._listeners:
-                            await listener(event)
+            while True:
+                if self._finishing is not None:  # a delivery the pump began that waited
+                    finishing, self._finishing = self._finishing, None
+                    await finishing
+                frames = attachment.poll()
+                if frames is None:
+                    await attachment.wait(self._deliver_now)
+                elif frames:
+                    await self._deliver(frames)
+                else:
+                    return
         finally:
             self.over.set()  # the session is over, and with it this connection
+
+    def _deliver_now(self, frames: list[Frame]) -> bool:
+        """Deliver ``frames`` in the session pump's step, while the follower waits idle:
+        one task switch less between the engine and the client (as the native dialect's
+        writer is handed its frames). Listeners that must wait (a full outbox, a run's
+        lock) go on in a task the follower awaits before anything else; True when all
+        was delivered here, so the follower need not wake."""
+        delivery = self._deliver(frames)
+        try:
+            waiting_on = delivery.send(None)
+        except StopIteration:
+            return True
+        except Exception as exc:  # the follower raises it, as if it had delivered
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            self._finishing = failed
+            return False
+        self._finishing = asyncio.ensure_future(_finish_started(delivery, waiting_on))
+        return False
+
+    async def _deliver(self, frames: list[Frame]) -> None:
+        events = [frame.data for frame in frames if isinstance(frame, Out)]
+        if len(events) < len(frames):
+            for frame in frames:
+                if not isinstance(frame, Out):
+                    log.info("session notice", notice=type(frame).__name__)
+        for raw_listener in self._raw_listeners:
+            await raw_listener(events)
+        if self._listeners:
+            for data in events:
+                event = decode_event(data)
+                for listener in self._listeners:
+                    await listener(event)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+    """Go on with ``coro``, stepped once by hand and suspended on ``waiting_on``: hand
+    that to the task running this (as ``await`` does), then relay each wake-up and
+    each exception (a cancel) into ``coro``, until it returns."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except BaseException as exc:  # a cancel: passed on, as await would
+            step = functools.partial(coro.throw, exc)
+        else:
+            step = functools.partial(coro.send, sent)
+        try:
+            waiting_on = step()
+        except StopIteration:
+            return
+
+
+async def _finish_started(coro: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+    await _resumed(coro, waiting_on)
 
 
 async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
