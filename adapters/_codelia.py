@@ -275,6 +275,7 @@ def register(table: MethodTable) -> None:
         "model.list",
         _model_list,
         ModelList,
+        inline=True,
         summary="The models, newest first, and the current one",
         result=RESULTS["model.list"],
     )
@@ -282,6 +283,7 @@ def register(table: MethodTable) -> None:
         "model.set",
         _model_set,
         ModelSet,
+        inline=True,  # applies to the next run.start, which may follow at once
         summary="Choose the model (and reasoning) from the next run",
         result=RESULTS["model.set"],
         shapes=(ModelByName, ModelReset),

@@ -228,6 +228,7 @@ def add_context_methods(table: MethodTable) -> None:
         "ui.context.update",
         ui_context_update,
         UiContext,
+        inline=True,  # kept for the next run.start, which may follow at once
         summary="Keep the UI's context (cwd, active file, selection) for the next run",
         result={"type": "null"},
     )

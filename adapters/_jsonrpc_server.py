@@ -23,7 +23,7 @@ import contextlib
 import contextvars
 import functools
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -101,6 +101,7 @@ class Outbox:
         self._room = asyncio.Event()
         self._direct = direct
         self._idle = False  # the writer waits in take(): its last write was drained
+        self._held = 0  # see held()
         self.closed = False
 
     async def put(self, data: bytes) -> None:
@@ -109,15 +110,39 @@ class Outbox:
         With nothing queued and the writer idle, ``data`` goes straight to ``direct``:
         waking the writer task costs an event-loop iteration on every answer's path."""
         direct = self._direct
-        if self._idle and not self._lines and not self.closed and direct and direct(data):
+        idle = self._idle and not self._lines and not self.closed and not self._held
+        if idle and direct and direct(data):
             return
         while self._bytes and self._bytes + len(data) > self._limit and not self.closed:
             self._room.clear()
+            self._ready.set()  # held lines too must make room
             await self._room.wait()
         if self.closed:
             return
         self._lines.append(data)
         self._bytes += len(data)
+        if not self._held:
+            self._ready.set()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Lines put meanwhile leave together, in one write where the transport is idle
+        (a system call less for an answer and what follows it at once)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held and self._lines:
+                self._release()
+
+    def _release(self) -> None:
+        direct = self._direct
+        if self._idle and not self.closed and direct is not None and direct(b"".join(self._lines)):
+            self._lines.clear()
+            self._bytes = 0
+            self._room.set()
+            return
         self._ready.set()
 
     async def take(self) -> list[bytes]:
@@ -432,6 +457,7 @@ class RpcConnection:
         self.stuck_timeout = stuck_timeout
         self.stdio = stdio
         self.handlers: set[asyncio.Task[None]] = set()
+        self.unstarted: set[asyncio.Task[None]] = set()  # handler tasks not begun yet
         self.refused = False
         self.over = self.ctx.over
         self.on_ready: Callable[[], None] | None = None
@@ -517,14 +543,18 @@ class RpcConnection:
             log.info("ignored", why=received.why)
         elif received.method == "initialize" and not received.notification:
             return await self._handshake(received)  # in order: it governs what follows
-        elif received.method not in self.ctx.methods or self.ctx.methods.runs_inline(
-            received.method
-        ):
+        elif received.method not in self.ctx.methods:
             await self._call(received)  # answered at once, in order: no task to wait for
+        elif self.ctx.methods.runs_inline(received.method) and not self.unstarted:
+            await self._call(received)  # no call before it still waits to begin
         else:
-            task = asyncio.create_task(self._call(received))
+            # Tasks begin in the order they are made: an inline call behind one that
+            # has not begun yet takes a task too, so it never overtakes it.
+            task = asyncio.create_task(self._call(received, in_task=True))
             self.handlers.add(task)
+            self.unstarted.add(task)
             task.add_done_callback(self.handlers.discard)
+            task.add_done_callback(self.unstarted.discard)
         return True
 
     async def _handshake(self, call: Call) -> bool:
@@ -538,17 +568,20 @@ class RpcConnection:
             self.on_ready()
         return True
 
-    async def _call(self, call: Call) -> None:
+    async def _call(self, call: Call, *, in_task: bool = False) -> None:
+        if in_task:
+            self.unstarted.discard(asyncio.current_task())
         after: list[Callable[[], Awaitable[None]]] = []
         token = _AFTER_ANSWER.set(after)
         try:
             data = await run_call(self.ctx, self.machine, call)
         finally:
             _AFTER_ANSWER.reset(token)
-        if data:
-            await self.outbox.put(data)
-        for then in after:
-            await then()
+        with self.outbox.held() if after else contextlib.nullcontext():
+            if data:
+                await self.outbox.put(data)
+            for then in after:
+                await then()
 
     def _write_through(self, data: bytes) -> bool:
         """Write ``data`` now if the transport holds nothing unsent (the writer task then
