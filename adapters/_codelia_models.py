@@ -67,16 +67,18 @@ default, what codexcore then sends): shown as Codelia's runtime shows its own de
 
 
 def _current_effort(state: Codelia) -> str | None:
-    """The next run's effort: chosen, configured, or the model's default; None when
-    the model does not reason (the status bar then shows no level)."""
+    """The next run's effort: chosen or configured (shown as Codelia shows its configured
+    one), else the model's default; None for a model that does not reason and was
+    given none (the engine sends it no effort; the status bar shows ``[-]``)."""
     defaults = state.ctx.host.engine_config.session
-    if not supports_reasoning(current_model(state), defaults.model_supports_reasoning_summaries):
-        return None  # the engine sends such a model no effort at all
     if "reasoning_effort" in state.pending:
         effort = state.pending["reasoning_effort"]
     else:
         effort = state.effort if state.model is not None else defaults.reasoning_effort
-    return API_DEFAULT_EFFORT if effort is None else str(effort)
+    if effort is not None:
+        return str(effort)
+    reasons = supports_reasoning(current_model(state), defaults.model_supports_reasoning_summaries)
+    return API_DEFAULT_EFFORT if reasons else None
 
 
 def _shown(result: dict[str, Any], state: Codelia) -> dict[str, Any]:
