@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from codexcore.engine import list_sessions
 from codexcore.testing import (
     ScriptedModel,
     ScriptedResponsesServer,
@@ -342,3 +343,21 @@ def test_force_quitting_mid_command_leaves_no_process(setup: Setup, sandbox: str
         s.tui.submit("Run the long command.")
         s.tui.wait_for_process("sleep 31")
         assert s.tui.quit(presses=2) == 0, SEE_SCREEN
+
+
+def test_a_resumed_session_redraws_its_prompts_and_answers(setup: Setup) -> None:
+    """``--resume ID``: the TUI replays the session (session.history) before going on;
+    each past prompt is drawn as the user typed it (hidden_user_message), then its answer."""
+    question, answer = "What is the capital of France?", "Paris, says the scripted model."
+    with session(setup, ScriptedModel([text_response(answer)])) as s:
+        s.tui.ready()
+        s.tui.submit(question)
+        s.tui.wait_for(r"^● completed$")
+        finish(s.tui)
+    (recorded,) = list_sessions(setup.home)
+    with session(setup, ScriptedModel([]), "--resume", recorded.session_id) as s:
+        s.tui.ready()
+        shown = s.tui.wait_for(rf"^\s*> {re.escape(question)}$(?s:.*){re.escape(answer)}")
+        assert shown.group(0).count(question) == 1, SEE_SCREEN
+        s.tui.wait_for(r"^History restored: \d+ events from 1 runs$")
+        finish(s.tui)
