@@ -9,9 +9,9 @@ What a run sends is :mod:`._codelia_runs`' work.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import uuid
+import itertools
+import secrets
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -49,8 +49,6 @@ RUNTIME_BUSY = -32001
 RUN_NOT_FOUND = -32002
 SESSION_NOT_FOUND = -32004
 SESSION_LOAD_FAILED = -32005
-CANCEL_WAIT = 10.0
-"""Seconds run.cancel waits for the interrupted Task's end (it comes within one)."""
 
 
 _TEXT_PART = {
@@ -150,7 +148,7 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
         await _resume(state, attachment, params.session_id)
     await note_mentions(ctx, items)
     run = Run(
-        f"run-{uuid.uuid4().hex[:16]}",
+        new_run_id(),
         ctx.client_capabilities.get("supports_permission_preflight_events") is True,
         diagnostics=ctx.diagnostics,
     )
@@ -168,9 +166,19 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
         del state.runs[run.id]
         state.active = None
         raise
-    # Open the gate once this answer is queued: it is, by the time a task scheduled now runs.
-    asyncio.get_running_loop().call_soon(lambda: state.spawn(_open(state, run)))
+    # run.status running, and the run's events, only once this answer is on the wire.
+    ctx.after_answer(lambda: _open(state, run))
     return {"run_id": run.id}
+
+
+_RUN_PREFIX = secrets.token_hex(4)
+_RUN_NUMBERS = itertools.count()
+
+
+def new_run_id() -> str:
+    """``run-`` and 16 hex digits, unique in this process (a random prefix and a counter:
+    no system call on the path to the run's first event, as uuid4's urandom is)."""
+    return f"run-{_RUN_PREFIX}{next(_RUN_NUMBERS) % 2**32:08x}"
 
 
 async def _open(state: Codelia, run: Run) -> None:
@@ -202,12 +210,15 @@ async def run_cancel(ctx: RpcContext, params: RunCancel) -> dict[str, Any]:
     if run.finished:
         return {"ok": False, "status": run.status}
     log.info("run cancel", run=run.id, reason=params.reason)
+    # Codelia's runtime answers at once and the run's terminal status follows: the
+    # interrupt is submitted once this answer is queued.
+    ctx.after_answer(lambda: _interrupt(state))
+    return {"ok": True, "status": run.status}
+
+
+async def _interrupt(state: Codelia) -> None:
     with contextlib.suppress(RpcError):  # the session is over: its end ends the run
         await state.submit(Interrupt())
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(CANCEL_WAIT):
-            await run.done.wait()
-    return {"ok": run.status == "cancelled", "status": run.status}
 
 
 async def _model_list(ctx: RpcContext, params: ModelList) -> dict[str, Any]:
@@ -228,6 +239,7 @@ def register(table: MethodTable) -> None:
         "run.start",
         run_start,
         RunStart,
+        inline=True,  # it waits on nothing of the UI's: its answer one loop turn sooner
         summary="Start a run on the session (or on session_id's)",
         result=RESULTS["run.start"],
         notifications=NOTIFICATIONS,
@@ -237,6 +249,7 @@ def register(table: MethodTable) -> None:
         "run.cancel",
         run_cancel,
         RunCancel,
+        inline=True,
         summary="Cancel a run: best-effort and idempotent",
         result=RESULTS["run.cancel"],
         errors=(RUN_NOT_FOUND, SERVER_ERROR),
@@ -245,6 +258,7 @@ def register(table: MethodTable) -> None:
         "model.list",
         _model_list,
         ModelList,
+        inline=True,
         summary="The models, newest first, and the current one",
         result=RESULTS["model.list"],
     )
@@ -252,6 +266,7 @@ def register(table: MethodTable) -> None:
         "model.set",
         _model_set,
         ModelSet,
+        inline=True,  # applies to the next run.start, which may follow at once
         summary="Choose the model (and reasoning) from the next model request",
         result=RESULTS["model.set"],
         shapes=(ModelByName, ModelReset),

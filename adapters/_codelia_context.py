@@ -35,6 +35,7 @@ import attrs
 
 from codexcore.protocol import InputItem, TextInput
 
+from ._codelia_events import UI_CONTEXT_CLOSE, UI_CONTEXT_OPEN
 from ._codelia_skills import INSPECT_SKILLS, inspect_skills
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
@@ -149,7 +150,7 @@ def ui_context_part(context: dict[str, Any]) -> tuple[InputItem, ...]:
         selection = {**selection, "selected_text": f"{text[:MAX_SELECTED_TEXT]}...[{cut} more]"}
         shown["selection"] = selection
     block = json.dumps(shown, ensure_ascii=False)
-    return (TextInput(f"<ui_context>\n{block}\n</ui_context>"),)
+    return (TextInput(f"{UI_CONTEXT_OPEN}{block}{UI_CONTEXT_CLOSE}"),)
 
 
 async def ui_context_update(ctx: RpcContext, params: UiContext) -> None:
@@ -282,6 +283,7 @@ def add_context_methods(table: MethodTable) -> None:
         "ui.context.update",
         ui_context_update,
         UiContext,
+        inline=True,  # kept for the next run.start, which may follow at once
         summary="Keep the UI's context (cwd, active file, selection) for the next run",
         result={"type": "null"},
     )

@@ -4,8 +4,9 @@
 A delta is in :data:`~._codelia_events.NOT_SENT` (a Codelia UI gets the whole message),
 so only a client that asked for every EventMsg (``codexcore_events``) gets a line per
 delta: ``{"type": "codexcore.agent_message_delta", "delta": ...}`` with the event's
-native encoding as ``meta.codexcore``, byte for byte what the generic path
-(:func:`~._codelia_runs.agent_events`, then ``notify``) writes for it.
+native seq as ``meta.codexcore`` (``{"seq": N}``: its id is the run's, its msg the
+``event``), byte for byte what the generic path (:func:`~._codelia_runs.agent_events`,
+then ``notify``) writes for it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ which :func:`take_deltas` cuts without parsing; if it ever fails, deltas are par
 
 _MIDDLE = b',"msg":{"type":"' + AgentMessageDelta.TYPE.encode() + b'","delta":'
 _EVENT = b',"event":{"type":"codexcore.' + AgentMessageDelta.TYPE.encode() + b'","delta":'
-_META = b'},"meta":{"codexcore":'
-_END = b"}}}\n"
+_META = b'},"meta":{"codexcore":{"seq":'
+_END = b"}}}}\n"
 
 
 def take_deltas(
@@ -41,18 +42,23 @@ def take_deltas(
     rid = orjson.dumps(run_id)
     head = b'{"id":' + rid + b',"seq":'
     line_head = b'{"jsonrpc":"2.0","method":"agent.event","params":{"run_id":' + rid + b',"seq":'
+    # One formatting a line (the run's seq, the delta's text, its native seq): no
+    # intermediate bytes. The native seq ends at the first comma after ``head``.
+    line = line_head.replace(b"%", b"%%") + b"%d" + _EVENT + b"%s" + _META + b"%s" + _END
     after_head, after_middle = len(head), len(_MIDDLE)
     at, end = start, len(batch)
     while at < end:
         data = batch[at]
-        if not data.startswith(head) or not data.endswith(b"}}"):
-            break
-        middle = data.find(_MIDDLE, after_head)
-        if middle < 0 or not data[after_head:middle].isdigit():
+        comma = data.find(b",", after_head)
+        if (
+            comma < 0
+            or not data.startswith(head)
+            or not data.startswith(_MIDDLE, comma)
+            or not data.endswith(b"}}")
+        ):
             break
         at += 1
         if into is not None:
-            text = data[middle + after_middle : -2]
-            into.append(line_head + b"%d" % seq + _EVENT + text + _META + data + _END)
+            into.append(line % (seq, data[comma + after_middle : -2], data[after_head:comma]))
             seq += 1
     return at, seq

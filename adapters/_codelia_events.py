@@ -114,6 +114,19 @@ class RunView:
         return f"{self.run_id}:turn-{self.turn}"
 
 
+UI_CONTEXT_OPEN, UI_CONTEXT_CLOSE = "<ui_context>\n", "\n</ui_context>"
+"""How ``run.start``'s UI context is wrapped as the first text part of the run's input."""
+
+
+def strip_ui_context(text: str) -> str:
+    """A run's input text without the ``<ui_context>`` block ``run.start`` put first:
+    what the user typed, as a replay or a session's summary shows it."""
+    if not text.startswith(UI_CONTEXT_OPEN):
+        return text
+    end = text.find(UI_CONTEXT_CLOSE)
+    return text if end < 0 else text[end + len(UI_CONTEXT_CLOSE) :]
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -467,6 +480,8 @@ MAPPING: Mapping[str, Builder] = {
 
 NOT_SENT: Mapping[str, str] = {
     "session_configured": "the session's model is kept for model.list and run.context",
+    "user_message": "a live UI shows the prompt it sent; session.history replays it as "
+    "hidden_user_message, as Codelia's runtime does",
     "agent_message_delta": "a UI renders each text as a block: the whole message is sent",
     "agent_reasoning_delta": "the whole reasoning summary is sent",
     "exec_command_output_delta": "the output is in the command's tool_result",

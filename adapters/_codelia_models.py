@@ -59,10 +59,30 @@ def current_model(state: Codelia) -> str:
     return state.model or state.ctx.host.engine_config.session.model
 
 
-def _current_effort(state: Codelia) -> str | None:
+API_DEFAULT_EFFORT = "medium"
+"""The effort a reasoning model uses when a request names none (the Responses API's
+default, what codexcore then sends): shown as Codelia's runtime shows its own default."""
+
+
+def _effort(state: Codelia) -> str | None:
+    """The effort the next request sends: chosen with ``model.set``, else configured."""
     if state.model is not None:
         return state.effort
-    return state.ctx.host.engine_config.session.reasoning_effort
+    effort = state.ctx.host.engine_config.session.reasoning_effort
+    return str(effort) if effort is not None else None
+
+
+def _current_effort(state: Codelia) -> str | None:
+    """The next request's effort as shown: chosen or configured (shown as Codelia shows
+    its configured one), else the model's default; None for a model that does not
+    reason and was given none (the engine sends it no effort; the status bar shows
+    ``[-]``)."""
+    if (effort := _effort(state)) is not None:
+        return effort
+    config = state.ctx.host.engine_config
+    override = config.session.model_supports_reasoning_summaries
+    reasons = config.models.supports_reasoning(current_model(state), override)
+    return API_DEFAULT_EFFORT if reasons else None
 
 
 def _shown(result: dict[str, Any], state: Codelia) -> dict[str, Any]:
@@ -133,7 +153,7 @@ async def model_set(state: Codelia, params: ModelSet) -> dict[str, Any]:
     if not changes:
         raise RpcError(INVALID_PARAMS, "Invalid params: params.name: missing required field")
     model, effort = changes.get("model"), changes.get("reasoning_effort")
-    before = (current_model(state), _current_effort(state))
+    before = (current_model(state), _effort(state))
     await state.submit(OverrideTurnContext(model=model, effort=effort))
     # The engine says nothing on success (as Codex): what the next request uses is known.
     state.model = model or before[0]

@@ -183,7 +183,8 @@ class Codelia:
             if run is not None and run.gate.is_set() and not run.finished:
                 at = await self.send_deltas(run, batch, at)
             if at < end:
-                await self.on_event(decode_event(batch[at]))
+                wire = orjson.loads(batch[at])  # parsed once: decoded, and meta's copy
+                await self.on_event(decode_event(wire), wire)
                 at += 1
 
     async def send_deltas(self, run: Run, batch: list[bytes], at: int) -> int:
@@ -198,7 +199,8 @@ class Codelia:
                 await self.ctx.send_lines(lines)
         return after
 
-    async def on_event(self, event: Event) -> None:
+    async def on_event(self, event: Event, wire: dict[str, Any] | None = None) -> None:
+        """One of the session's events (``wire``: its native encoding, parsed)."""
         msg = event.msg
         if isinstance(msg, SessionConfigured):
             self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
@@ -217,7 +219,7 @@ class Codelia:
         if run is None or run.finished:
             return
         await run.gate.wait()
-        await self.deliver(run, event)
+        await self.deliver(run, event, wire)
 
     async def session_over(self) -> None:
         """The session ended: a run whose Task never started (its input was still queued)
@@ -228,12 +230,12 @@ class Codelia:
                 async with run.lock:
                     await self.finish(run, "cancelled", "the session ended")
 
-    async def deliver(self, run: Run, event: Event) -> None:
+    async def deliver(self, run: Run, event: Event, wire: dict[str, Any] | None = None) -> None:
         msg = event.msg
         async with run.lock:
             if run.finished:
                 return
-            events, meta = agent_events(run.view, event, self.wants_codexcore)
+            events, meta = agent_events(run.view, event, self.wants_codexcore, wire)
             for agent_event in events:
                 await self.send_event(run, agent_event, meta)
             if isinstance(msg, TokenCount):
@@ -369,14 +371,21 @@ class Codelia:
 
 
 def agent_events(
-    view: RunView, event: Event, wants_codexcore: bool
+    view: RunView, event: Event, wants_codexcore: bool, wire: dict[str, Any] | None = None
 ) -> tuple[list[AgentEvent], dict[str, Any]]:
     """The ``agent.event``s one of a run's engine events becomes, and the ``meta`` each
-    carries: the same for a live run and for one ``session.history`` replays."""
-    wire = orjson.loads(encode_event(event))
+    carries: the same for a live run and for one ``session.history`` replays.
+
+    ``meta.codexcore`` is the engine's event ``{id, seq, msg}``, except where the
+    ``event`` already is its ``msg`` (a ``codexcore.*`` event, for a client that asked
+    for every EventMsg): there it is ``{seq}`` alone, as the native event's ``id`` is
+    the run's id and its ``msg`` is the ``event``, its type without ``codexcore.``.
+    ``wire`` is the event's native encoding, parsed, when the caller has it."""
+    if wire is None:
+        wire = orjson.loads(encode_event(event))
     events = build(view, event.msg)
     if not events and wants_codexcore:
-        events = [codexcore_event(wire["msg"])]
+        return [codexcore_event(wire["msg"])], {"codexcore": {"seq": event.seq}}
     return events, {"codexcore": wire}
 
 

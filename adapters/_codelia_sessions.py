@@ -9,10 +9,12 @@ engine's own home, and the current session's events before its file exists.
 its terminal event, all under the run's id) goes through the same mapping
 (:func:`._codelia_runs.agent_events`), numbered ``seq`` from 0 per run. Of the
 newest ``max_runs`` runs, the last ``max_events`` events are sent (each keeps
-its seq), then the answer ``{runs, events_sent, truncated}``. Neither the runs'
-``run.status`` nor the UI's prompts are replayed (the engine records no event
-for either), and what the UI decided in a confirm is not an engine event: a
-denied call's line is closed by its Turn's end ("not run").
+its seq), then the answer ``{runs, events_sent, truncated}``. The user's
+prompts (the engine's ``user_message``) are replayed as Codelia's
+``hidden_user_message``, as its runtime replays a run's input. The runs'
+``run.status`` are not replayed (the engine records no event for them), and
+what the UI decided in a confirm is not an engine event: a denied call's line
+is closed by its Turn's end ("not run").
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from codexcore.protocol import (
     SessionSummary,
     Submission,
     TaskStarted,
+    UserMessage,
 )
 
-from ._codelia_events import AgentEvent, RunView
+from ._codelia_events import AgentEvent, RunView, strip_ui_context
 from ._codelia_runs import agent_events, terminal_status
 from ._host import NotAccepted
 from ._jsonrpc import INVALID_PARAMS, RpcError
@@ -138,7 +141,7 @@ def _summary(summary: SessionSummary) -> dict[str, Any]:
         "workspace_root": summary.cwd,
     }
     if summary.last_user_message is not None:
-        shown["last_user_message"] = summary.last_user_message
+        shown["last_user_message"] = strip_ui_context(summary.last_user_message)
     return shown
 
 
@@ -218,14 +221,33 @@ def _runs(events: Iterable[Event]) -> Iterable[tuple[str, list[Event]]]:
 def _replayed(
     run_id: str, events: list[Event], preflight: bool, wants_codexcore: bool
 ) -> list[dict[str, Any]]:
-    """A run's ``agent.event`` params, as the live run numbered them."""
+    """A run's ``agent.event`` params, as the live run numbered them.
+
+    The user's prompt (a ``user_message``) becomes Codelia's ``hidden_user_message``,
+    drawn as ``> prompt``: with seq -1, as Codelia's runtime replays a run's input,
+    where the live run sent nothing for it (a Codelia UI draws its own prompt), so
+    every other event keeps its live seq; counted like any event for a
+    codexcore_events client, whose live run counted a ``codexcore.user_message``."""
     view = RunView(run_id, preflight=preflight)
     out: list[dict[str, Any]] = []
+    seq = 0
     for event in events:
         built, meta = agent_events(view, event, wants_codexcore)
+        if isinstance(event.msg, UserMessage):
+            shown = {"type": "hidden_user_message", "content": prompt_text(event.msg)}
+            out.append(_params(run_id, seq if built else -1, shown, meta))
+            seq += len(built)
+            continue
         for agent_event in built:
-            out.append(_params(run_id, len(out), agent_event, meta))
+            out.append(_params(run_id, seq, agent_event, meta))
+            seq += 1
     return out
+
+
+def prompt_text(msg: UserMessage) -> str:
+    """The prompt as the user typed it: the ``<ui_context>`` block the run added
+    left out, an image as ``[image]`` (Codelia's replay text), after the text."""
+    return strip_ui_context(msg.message) + "[image]" * len(msg.images or ())
 
 
 def _params(run_id: str, seq: int, event: AgentEvent, meta: dict[str, Any]) -> dict[str, Any]:

@@ -125,6 +125,7 @@ class MethodTable:
         self._methods: dict[str, Method[Any]] = {}
         self._features: set[str] = set()
         self._unbounded: set[str] = set()
+        self._inline: set[str] = set()
         self._outbound: dict[str, Outbound] = {}
 
     def add(
@@ -134,6 +135,7 @@ class MethodTable:
         params: type[P],
         *,
         bounded: bool = True,
+        inline: bool = False,
         summary: str = "",
         result: Mapping[str, Any] | None = None,
         notifications: tuple[str, ...] = (),
@@ -147,6 +149,10 @@ class MethodTable:
         answer with an error; any other exception is -32603. ``bounded``
         False admits the method's calls beyond the connection's bound on calls
         in flight (for a method that must always get through, as ``exit``).
+        ``inline`` runs the handler in the connection's reader, before the next
+        frame is read, rather than in a task of its own (one event-loop turn
+        less to its answer): only for a handler that answers without waiting
+        on the peer (never on a request to the client, nor on a later frame).
 
         The rest only describes the method in the OpenRPC document: ``summary``
         (one line), ``result`` (the JSON Schema of its result; none: ``{}``,
@@ -171,6 +177,8 @@ class MethodTable:
         )
         if not bounded:
             self._unbounded.add(name)
+        if inline:
+            self._inline.add(name)
 
     def sends(
         self,
@@ -205,6 +213,10 @@ class MethodTable:
 
     def get(self, name: str) -> Method[Any] | None:
         return self._methods.get(name)
+
+    def runs_inline(self, name: str) -> bool:
+        """Whether ``name`` was registered with ``inline=True``."""
+        return name in self._inline
 
     def __contains__(self, name: object) -> bool:
         return name in self._methods

@@ -21,7 +21,9 @@ import asyncio
 import collections
 import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping
+import functools
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -31,7 +33,7 @@ from codexcore.protocol import Event, decode_event
 
 from ._control_wire import Credential
 from ._framing import Item
-from ._host import Attachment, HostRefusal, Out, SessionHost
+from ._host import Attachment, Frame, HostRefusal, Out, SessionHost
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -55,6 +57,9 @@ Listener = Callable[[Event], Awaitable[None]]
 RawListener = Callable[[list[bytes]], Awaitable[None]]
 
 _CURRENT_CALL: contextvars.ContextVar[Call] = contextvars.ContextVar("codexcore_rpc_call")
+_AFTER_ANSWER: contextvars.ContextVar[list[Callable[[], Awaitable[None]]]] = contextvars.ContextVar(
+    "codexcore_rpc_after_answer"
+)
 
 
 def current_call() -> Call:
@@ -97,6 +102,7 @@ class Outbox:
         self._room = asyncio.Event()
         self._direct = direct
         self._idle = False  # the writer waits in take(): its last write was drained
+        self._held = 0  # see held()
         self.closed = False
 
     async def put(self, data: bytes) -> None:
@@ -105,15 +111,39 @@ class Outbox:
         With nothing queued and the writer idle, ``data`` goes straight to ``direct``:
         waking the writer task costs an event-loop iteration on every answer's path."""
         direct = self._direct
-        if self._idle and not self._lines and not self.closed and direct and direct(data):
+        idle = self._idle and not self._lines and not self.closed and not self._held
+        if idle and direct and direct(data):
             return
         while self._bytes and self._bytes + len(data) > self._limit and not self.closed:
             self._room.clear()
+            self._ready.set()  # held lines too must make room
             await self._room.wait()
         if self.closed:
             return
         self._lines.append(data)
         self._bytes += len(data)
+        if not self._held:
+            self._ready.set()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Lines put meanwhile leave together, in one write where the transport is idle
+        (a system call less for an answer and what follows it at once)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held and self._lines:
+                self._release()
+
+    def _release(self) -> None:
+        direct = self._direct
+        if self._idle and not self.closed and direct is not None and direct(b"".join(self._lines)):
+            self._lines.clear()
+            self._bytes = 0
+            self._room.set()
+            return
         self._ready.set()
 
     async def take(self) -> list[bytes]:
@@ -178,6 +208,7 @@ class RpcContext:
         self.over = asyncio.Event()  # set when the connection must end
         self.attachment: Attachment | None = None
         self.follower: asyncio.Task[None] | None = None
+        self._finishing: asyncio.Future[None] | None = None  # see _deliver_now
 
     def set_client(self, name: str, version: str, capabilities: Mapping[str, Any]) -> None:
         """Record what ``initialize`` said (later handlers read ``client_capabilities``)."""
@@ -237,6 +268,13 @@ class RpcContext:
         """
         self._raw_listeners.append(listener)
 
+    def after_answer(self, then: Callable[[], Awaitable[None]]) -> None:
+        """Run ``then()`` once the running handler's answer is queued, in the same step
+        (no task of its own): for what must follow the answer on the wire, as seed
+        000's ``run.status running`` follows ``run.start``'s answer. Only inside a
+        handler; it runs whatever the answer is."""
+        _AFTER_ANSWER.get().append(then)
+
     async def notify(self, method: str, params: Any) -> None:
         """Send a notification (waits while the outbox is full)."""
         await self._outbox.put(notification(method, params))
@@ -286,21 +324,74 @@ class RpcContext:
 
     async def _follow(self, attachment: Attachment) -> None:
         try:
-            while frames := await attachment.take():
-                events = [frame.data for frame in frames if isinstance(frame, Out)]
-                if len(events) < len(frames):
-                    for frame in frames:
-                        if not isinstance(frame, Out):
-                            log.info("session notice", notice=type(frame).__name__)
-                for raw_listener in self._raw_listeners:
-                    await raw_listener(events)
-                if self._listeners:
-                    for data in events:
-                        event = decode_event(data)
-                        for listener in self._listeners:
-                            await listener(event)
+            while True:
+                if self._finishing is not None:  # a delivery the pump began that waited
+                    finishing, self._finishing = self._finishing, None
+                    await finishing
+                frames = attachment.poll()
+                if frames is None:
+                    await attachment.wait(self._deliver_now)
+                elif frames:
+                    await self._deliver(frames)
+                else:
+                    return
         finally:
             self.over.set()  # the session is over, and with it this connection
+
+    def _deliver_now(self, frames: list[Frame]) -> bool:
+        """Deliver ``frames`` in the session pump's step, while the follower waits idle:
+        one task switch less between the engine and the client (as the native dialect's
+        writer is handed its frames). Listeners that must wait (a full outbox, a run's
+        lock) go on in a task the follower awaits before anything else; True when all
+        was delivered here, so the follower need not wake."""
+        delivery = self._deliver(frames)
+        try:
+            waiting_on = delivery.send(None)
+        except StopIteration:
+            return True
+        except Exception as exc:  # the follower raises it, as if it had delivered
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            self._finishing = failed
+            return False
+        self._finishing = asyncio.ensure_future(_finish_started(delivery, waiting_on))
+        return False
+
+    async def _deliver(self, frames: list[Frame]) -> None:
+        events = [frame.data for frame in frames if isinstance(frame, Out)]
+        if len(events) < len(frames):
+            for frame in frames:
+                if not isinstance(frame, Out):
+                    log.info("session notice", notice=type(frame).__name__)
+        for raw_listener in self._raw_listeners:
+            await raw_listener(events)
+        if self._listeners:
+            for data in events:
+                event = decode_event(data)
+                for listener in self._listeners:
+                    await listener(event)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+    """Go on with ``coro``, stepped once by hand and suspended on ``waiting_on``: hand
+    that to the task running this (as ``await`` does), then relay each wake-up and
+    each exception (a cancel) into ``coro``, until it returns."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except BaseException as exc:  # a cancel: passed on, as await would
+            step = functools.partial(coro.throw, exc)
+        else:
+            step = functools.partial(coro.send, sent)
+        try:
+            waiting_on = step()
+        except StopIteration:
+            return
+
+
+async def _finish_started(coro: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+    await _resumed(coro, waiting_on)
 
 
 async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
@@ -374,6 +465,7 @@ class RpcConnection:
         self.stuck_timeout = stuck_timeout
         self.stdio = stdio
         self.handlers: set[asyncio.Task[None]] = set()
+        self.unstarted: set[asyncio.Task[None]] = set()  # handler tasks not begun yet
         self.refused = False
         self.over = self.ctx.over
         self.on_ready: Callable[[], None] | None = None
@@ -461,10 +553,16 @@ class RpcConnection:
             return await self._handshake(received)  # in order: it governs what follows
         elif received.method not in self.ctx.methods:
             await self._call(received)  # answered at once, in order: no task to wait for
+        elif self.ctx.methods.runs_inline(received.method) and not self.unstarted:
+            await self._call(received)  # no call before it still waits to begin
         else:
-            task = asyncio.create_task(self._call(received))
+            # Tasks begin in the order they are made: an inline call behind one that
+            # has not begun yet takes a task too, so it never overtakes it.
+            task = asyncio.create_task(self._call(received, in_task=True))
             self.handlers.add(task)
+            self.unstarted.add(task)
             task.add_done_callback(self.handlers.discard)
+            task.add_done_callback(self.unstarted.discard)
         return True
 
     async def _handshake(self, call: Call) -> bool:
@@ -478,10 +576,20 @@ class RpcConnection:
             self.on_ready()
         return True
 
-    async def _call(self, call: Call) -> None:
-        data = await run_call(self.ctx, self.machine, call)
-        if data:
-            await self.outbox.put(data)
+    async def _call(self, call: Call, *, in_task: bool = False) -> None:
+        if in_task:
+            self.unstarted.discard(asyncio.current_task())
+        after: list[Callable[[], Awaitable[None]]] = []
+        token = _AFTER_ANSWER.set(after)
+        try:
+            data = await run_call(self.ctx, self.machine, call)
+        finally:
+            _AFTER_ANSWER.reset(token)
+        with self.outbox.held() if after else contextlib.nullcontext():
+            if data:
+                await self.outbox.put(data)
+            for then in after:
+                await then()
 
     def _write_through(self, data: bytes) -> bool:
         """Write ``data`` now if the transport holds nothing unsent (the writer task then

@@ -343,6 +343,14 @@ class LineConn:
         self._pending.extend(lines)
         return True
 
+    def batch(self) -> collections.deque[bytes]:
+        """The lines read and not yet taken (at least one; EOFError at end of stream):
+        a reader pops them itself, as :meth:`events` does, with no call per line."""
+        while not self._pending:
+            if not self._fill():
+                raise EOFError("the stream ended")
+        return self._pending
+
     def line(self) -> bytes | None:
         """The next line; None at end of stream."""
         while not self._pending:

@@ -55,6 +55,7 @@ async def basic_flow(ui: LineLink, model: ScriptedModel, cwd: Path) -> None:
     assert ui.types(id="u1") == [
         "submission_ack",
         "task_started",
+        "user_message",
         "exec_approval_request",
         "exec_command_begin",
         "exec_command_end",
@@ -118,6 +119,7 @@ async def interrupt_flow(ui: LineLink, model: ScriptedModel, cwd: Path) -> None:
     assert ui.types(id="t2") == [
         "submission_ack",
         "task_started",
+        "user_message",
         "exec_command_begin",
         "exec_command_end",
         "turn_complete",

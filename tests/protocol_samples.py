@@ -74,6 +74,7 @@ EVENT_MSGS: list[Any] = [
         "sess_1", "gpt-5", "/work", "untrusted", SANDBOX, "server", "high", "bwrap", None
     ),
     p.TaskStarted(400000),
+    p.UserMessage("What is in this picture?", ("https://example.com/cat.png",)),
     p.AgentMessage("Done."),
     p.AgentMessageDelta("Do"),
     p.AgentReasoning("Thinking about it"),

@@ -87,6 +87,7 @@ def test_human_output(workspace: Path, stop_servers: list[ScriptedResponsesServe
     assert "done · tokens: 450 total" in out
     assert (workspace / "hello.txt").read_text() == "hi there\n"
     assert "\033[" not in out  # no colour when stdout is not a terminal
+    assert "count and greet" not in out  # the user_message is the person's own prompt
 
 
 def test_json_prints_native_events(
@@ -97,7 +98,12 @@ def test_json_prints_native_events(
     result = exec_process(server, workspace, "--json", "hi")
     assert result.returncode == 0, result.stderr
     events = [p.decode_event(line) for line in result.stdout.splitlines()]
-    assert [e.msg.TYPE for e in events][:2] == ["session_configured", "task_started"]
+    assert [e.msg.TYPE for e in events][:3] == [
+        "session_configured",
+        "task_started",
+        "user_message",
+    ]
+    assert [e.msg.message for e in events if isinstance(e.msg, p.UserMessage)] == ["hi"]
     assert isinstance(events[-1].msg, p.TaskComplete)
     assert [e.seq for e in events] == list(range(len(events)))
 

@@ -51,6 +51,8 @@ async def test_list_show_prune(tmp_path: Path) -> None:
     shown = sessions("show", session_id, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "The answer is 42." in shown.stdout
+    assert shown.stdout.count("what is the answer?") == 1  # the recorded user_message
+    assert "> what is the answer?" in shown.stdout
     missing = sessions("show", "no-such-id", cwd=tmp_path)
     assert missing.returncode == 1
     assert "no recorded session" in missing.stderr

@@ -299,7 +299,9 @@ async def test_run_cancel_mid_command_leaves_no_process(tmp_path: Path) -> None:
         pid = int(pidfile.read_text())
         assert _alive(pid)
         await ui.server.send(req("3", "run.cancel", run_id=run_id, reason="user"))
-        assert (await ui.answer("3"))["result"] == {"ok": True, "status": "cancelled"}
+        # Codelia's order: the cancel is answered at once, the terminal status follows.
+        assert (await ui.answer("3"))["result"] == {"ok": True, "status": "running"}
+        assert await ui.run_to_end(run_id) == "cancelled"
         check_run(ui, run_id)
         assert not _alive(pid)
         await ui.server.send(req("4", "run.cancel", run_id=run_id))
@@ -319,7 +321,8 @@ async def test_a_second_run_start_while_one_runs_is_busy(tmp_path: Path) -> None
         assert error["code"] == -32001
         assert run_id in error["message"]
         await ui.server.send(req("4", "run.cancel", run_id=run_id))
-        assert (await ui.answer("4"))["result"]["status"] == "cancelled"
+        assert (await ui.answer("4"))["result"] == {"ok": True, "status": "running"}
+        assert await ui.run_to_end(run_id) == "cancelled"
         check_run(ui, run_id)
         await finish(ui)
 
@@ -353,6 +356,7 @@ async def test_model_list_and_model_set(tmp_path: Path) -> None:
         listed = (await ui.answer("2"))["result"]
         assert listed["provider"] == "openai"
         assert listed["current"] == "gpt-5-codex"
+        assert listed["reasoning"] == "medium"  # none configured: the model's default
         assert listed["models"][0] == "gpt-5.1-codex"
         assert "gpt-4o" in listed["models"]
         assert "details" not in listed
@@ -368,6 +372,8 @@ async def test_model_list_and_model_set(tmp_path: Path) -> None:
         }
         await ui.server.send(req("4", "model.list", provider="anthropic"))
         assert (await ui.answer("4"))["error"]["code"] == -32602
+        await ui.server.send(req("4b", "model.set", name="gpt-4o"))
+        assert "reasoning" not in (await ui.answer("4b"))["result"]  # none given, none used
         await ui.server.send(req("5", "model.set", name="gpt-5-mini", reasoning="xhigh"))
         assert (await ui.answer("5"))["result"] == {
             "provider": "openai",
@@ -478,6 +484,14 @@ async def test_the_engines_stop_ends_the_run_completed_and_codexcore_events_on_r
                 await server.kill()
 
 
+async def _until_status(link: Any, status: str) -> None:
+    while True:
+        message = await link.recv(15)
+        assert message is not None, f"ended before run.status {status}: {link.seen}"
+        if message.get("method") == "run.status" and message["params"]["status"] == status:
+            return
+
+
 async def _until_event(link: Any, kind: str) -> dict[str, Any]:
     while True:
         message = await link.recv(15)
@@ -531,7 +545,8 @@ async def test_run_start_with_a_live_sessions_id_attaches_to_it(tmp_path: Path) 
                 )
                 own = await _answer(third, "2")
                 await third.send(req("3", "run.cancel", run_id=own["result"]["run_id"]))
-                assert (await _answer(third, "3"))["result"]["status"] == "cancelled"
+                assert (await _answer(third, "3"))["result"]["ok"] is True
+                await _until_status(third, "cancelled")
                 await third.send(
                     req(
                         "4", "run.start", input={"type": "text", "text": "y"}, session_id=session_id

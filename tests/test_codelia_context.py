@@ -164,8 +164,13 @@ async def test_tool_call_shell_runs_the_command_and_answers_ok_and_its_result(
             req("2", "tool.call", name="shell", arguments={"command": "pwd", "cwd": "sub"}),
             req("3", "tool.call", name="shell", arguments={"command": "echo no >&2; exit 3"}),
         )
-        done = (await ui.answer("2"))["result"]
-        failed = (await ui.answer("3"))["result"]
+        # Both run at once: either may be answered first.
+        answers: dict[str, Any] = {}
+        while len(answers) < 2:
+            message = await ui.next()
+            if message.get("id") in ("2", "3") and "method" not in message:
+                answers[message["id"]] = message["result"]
+        done, failed = answers["2"], answers["3"]
         await finish(ui)
     assert done["ok"] is True
     assert (done["result"]["exit_code"], done["result"]["stdout"]) == (0, f"{tmp_path / 'sub'}\n")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import typing
+from typing import Any
+
+import orjson
 
 from codexcore.adapters._codelia_events import (
     AGENT_EVENT_TYPES,
@@ -50,6 +53,7 @@ from codexcore.protocol import (
     TurnComplete,
     TurnDiff,
     UpdateChange,
+    UserMessage,
     ViewImageToolCall,
     WarningEvent,
 )
@@ -110,6 +114,7 @@ ONE_OF_EACH: list[EventMsg] = [
     ErrorEvent("boom", "internal"),
     *[msg for msg in SAMPLE_EVENT_MSGS if msg.TYPE.startswith("mcp_")],
     ShutdownComplete(),
+    UserMessage("hello"),
 ]
 
 
@@ -323,3 +328,42 @@ def test_a_run_that_only_compacted_ends_with_codelias_words() -> None:
     for msg in answered:
         build(run, msg)
     assert build(run, TaskComplete())[-1] == {"type": "final", "content": ""}
+
+
+def test_a_codexcore_event_carries_the_native_event_once() -> None:
+    """For a client that asked for every EventMsg, a ``codexcore.*`` event is the native
+    msg, so ``meta.codexcore`` is its seq alone, and the native event is rebuilt from the
+    line whole; a mapped event keeps the whole native event in ``meta``, and a Codelia
+    UI's lines are as before (the native event whole beside Codelia's event)."""
+    from codexcore.adapters._codelia_deltas import take_deltas
+    from codexcore.adapters._codelia_events import RunView
+    from codexcore.adapters._codelia_runs import agent_events
+    from codexcore.protocol import AgentMessage, AgentMessageDelta, Event, TokenCount, encode_event
+
+    def native_of(params: dict[str, Any]) -> dict[str, Any]:
+        event = params["event"]
+        msg = {**event, "type": event["type"].removeprefix("codexcore.")}
+        return {"id": params["run_id"], "seq": params["meta"]["codexcore"]["seq"], "msg": msg}
+
+    delta = Event("run-1", 41, AgentMessageDelta('a "quoted" delta'))
+    lines: list[bytes] = []
+    take_deltas("run-1", 0, [encode_event(delta)], 0, lines)
+    (line,) = lines
+    assert line.count(b'a \\"quoted\\" delta') == 1  # the text once, not twice
+    params = orjson.loads(line)["params"]
+    assert params["meta"] == {"codexcore": {"seq": 41}}
+    assert native_of(params) == orjson.loads(encode_event(delta))
+    usage = Event("run-1", 42, TokenCount(input_tokens=10, total_tokens=12))
+    built, meta = agent_events(RunView("run-1"), usage, True)
+    assert native_of({"run_id": "run-1", "event": built[0], "meta": meta}) == orjson.loads(
+        encode_event(usage)
+    )
+    answer = Event("run-1", 43, AgentMessage("Done."))
+    for wants_codexcore in (True, False):
+        built, meta = agent_events(RunView("run-1"), answer, wants_codexcore)
+        assert [e["type"] for e in built] == ["step_start", "text"]
+        assert meta == {"codexcore": orjson.loads(encode_event(answer))}
+    assert agent_events(RunView("run-1"), usage, False) == (
+        [],
+        {"codexcore": orjson.loads(encode_event(usage))},
+    )

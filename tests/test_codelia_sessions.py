@@ -70,6 +70,21 @@ async def _replay(ui: Ui, rid: str, **params: Any) -> tuple[list[dict[str, Any]]
         sent.append(message["params"])
 
 
+def _prompts(sent: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
+    """The replayed prompts: (run_id, seq, content) of each hidden_user_message."""
+    return [
+        (p["run_id"], p["seq"], p["event"]["content"])
+        for p in sent
+        if p["event"]["type"] == "hidden_user_message"
+    ]
+
+
+def _as_live(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A replay as the live run sent it: without the prompts (a live Codelia UI draws
+    the prompt it sent, so no event carried it), each event as it was built."""
+    return [_steady(p) for p in sent if p["event"]["type"] != "hidden_user_message"]
+
+
 async def _listed(ui: Ui) -> list[dict[str, Any]]:
     await ui.server.send(req("2", "session.list"))
     answer = await ui.answer("2")
@@ -89,7 +104,12 @@ async def test_list_then_history_replays_the_runs_as_they_were_sent(tmp_path: Pa
         assert sessions[0]["updated_at"] >= sessions[1]["updated_at"]
         sent, answer = await _replay(ui, "3", session_id=sessions[1]["session_id"])
         assert answer["result"] == {"runs": 2, "events_sent": len(sent), "truncated": False}
-        assert [_steady(p) for p in sent] == [_steady(p) for p in _live(one)]
+        assert _as_live(sent) == [_steady(p) for p in _live(one)]
+        runs = list(dict.fromkeys(p["run_id"] for p in _live(one)))
+        assert _prompts(sent) == [(runs[0], -1, "say hello"), (runs[1], -1, "and again")]
+        # Each prompt comes first in its run, after the step_start drawn as nothing.
+        firsts = [i for i, p in enumerate(sent) if p["seq"] == 0]
+        assert [sent[i + 1]["event"]["type"] for i in firsts] == ["hidden_user_message"] * 2
         types = [p["event"]["type"] for p in sent]
         assert "tool_call" in types
         assert "tool_result" in types
@@ -99,7 +119,8 @@ async def test_list_then_history_replays_the_runs_as_they_were_sent(tmp_path: Pa
         assert finals == ["Said hello.", "Second answer."]
         assert {p["run_id"] for p in sent} == {p["run_id"] for p in _live(one)}
         sent, answer = await _replay(ui, "4", session_id=sessions[0]["session_id"])
-        assert [_steady(p) for p in sent] == [_steady(p) for p in _live(two)]
+        assert _as_live(sent) == [_steady(p) for p in _live(two)]
+        assert [content for _, _, content in _prompts(sent)] == ["other session"]
         await finish(ui)
 
 
@@ -112,7 +133,8 @@ async def test_history_keeps_the_newest_runs_and_events(tmp_path: Path) -> None:
         await ui.answer("1")
         session_id = (await _listed(ui))[1]["session_id"]
         sent, answer = await _replay(ui, "3", session_id=session_id, max_runs=1)
-        assert [_steady(p) for p in sent] == [p for p in live if p["run_id"] == second_run]
+        assert _as_live(sent) == [p for p in live if p["run_id"] == second_run]
+        assert _prompts(sent) == [(second_run, -1, "and again")]
         assert answer["result"] == {"runs": 1, "events_sent": len(sent), "truncated": True}
         sent, answer = await _replay(ui, "4", session_id=session_id, max_events=2)
         assert [_steady(p) for p in sent] == live[-2:]
@@ -168,7 +190,47 @@ async def test_a_confirmed_command_replays_with_its_preflight_events(tmp_path: P
         await ui.answer("1")
         session_id = (await _listed(ui))[0]["session_id"]
         sent, answer = await _replay(ui, "3", session_id=session_id)
-        assert [_steady(p) for p in sent] == [_steady(p) for p in _live(live)]
+        assert _as_live(sent) == [_steady(p) for p in _live(live)]
+        assert [content for _, _, content in _prompts(sent)] == ["make a file"]
         assert "permission.ready" in [p["event"]["type"] for p in sent]
         assert answer["result"] == {"runs": 1, "events_sent": len(sent), "truncated": False}
+        await finish(ui)
+
+
+async def test_a_replayed_prompt_is_what_the_user_typed(tmp_path: Path) -> None:
+    """The UI context block the run added is left out, an image is "[image]"; for a
+    codexcore_events client the replayed prompt is counted in the run's seq, as its
+    live codexcore.user_message was."""
+    image = "data:image/png;base64,iVBORw0KGgo="
+    parts = [
+        {"type": "text", "text": "what is "},
+        {"type": "image_url", "image_url": {"url": image}},
+    ]
+    async with serving(tmp_path, ScriptedModel([text_response("A cat.")])) as (live, _):
+        await live.server.send(
+            tui_initialize(codexcore_events=True),
+            req(
+                "2",
+                "run.start",
+                input={"type": "parts", "parts": parts},
+                ui_context={"cwd": str(tmp_path), "active_file": {"path": "a.py"}},
+            ),
+        )
+        run_id = (await live.answer("2"))["result"]["run_id"]
+        assert await live.run_to_end(run_id) == "completed"
+        await finish(live)
+    (said,) = [p for p in _live(live) if p["event"]["type"] == "codexcore.user_message"]
+    assert said["event"]["message"].startswith("<ui_context>\n")
+    async with serving(tmp_path, ScriptedModel([])) as (ui, _):
+        await ui.server.send(tui_initialize(codexcore_events=True))
+        await ui.answer("1")
+        (listed,) = await _listed(ui)
+        assert listed["last_user_message"] == "what is "
+        sent, _ = await _replay(ui, "3", session_id=listed["session_id"])
+        assert [(p["seq"], p["event"]["type"]) for p in sent][:2] == [
+            (0, "step_start"),
+            (1, "hidden_user_message"),  # counted, as its live codexcore.user_message was
+        ]
+        assert _prompts(sent) == [(run_id, 1, "what is [image]")]
+        assert [p["seq"] for p in sent] == list(range(len(sent)))
         await finish(ui)

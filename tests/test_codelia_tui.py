@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from codexcore.engine import list_sessions
 from codexcore.testing import (
     ScriptedModel,
     ScriptedResponsesServer,
@@ -371,4 +372,21 @@ def test_slash_compact_compacts_and_the_next_answer_goes_on_from_the_summary(
         third = s.request_text(2)
         assert "The user asks about French cities" in third, SEE_SCREEN
         assert "previous_response_id" not in third, SEE_SCREEN
+
+
+def test_a_resumed_session_redraws_its_prompts_and_answers(setup: Setup) -> None:
+    """``--resume ID``: the TUI replays the session (session.history) before going on;
+    each past prompt is drawn as the user typed it (hidden_user_message), then its answer."""
+    question, answer = "What is the capital of France?", "Paris, says the scripted model."
+    with session(setup, ScriptedModel([text_response(answer)])) as s:
+        s.tui.ready()
+        s.tui.submit(question)
+        s.tui.wait_for(r"^● completed$")
+        finish(s.tui)
+    (recorded,) = list_sessions(setup.home)
+    with session(setup, ScriptedModel([]), "--resume", recorded.session_id) as s:
+        s.tui.ready()
+        shown = s.tui.wait_for(rf"^\s*> {re.escape(question)}$(?s:.*){re.escape(answer)}")
+        assert shown.group(0).count(question) == 1, SEE_SCREEN
+        s.tui.wait_for(r"^History restored: \d+ events from 1 runs$")
         finish(s.tui)

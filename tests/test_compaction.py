@@ -232,6 +232,7 @@ async def test_auto_compaction_between_two_turns_then_the_task_goes_on(
     assert done.msg.last_agent_message == "all done"
     assert task_types(ui, sub) == [
         "task_started",
+        "user_message",
         "exec_command_begin",
         "exec_command_end",
         "turn_complete",

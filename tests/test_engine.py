@@ -79,6 +79,7 @@ async def test_basic_ui_flow(tmp_path: Path) -> None:
 
     assert ui.types(id="u1") == [
         "task_started",
+        "user_message",
         "exec_approval_request",
         "exec_command_begin",
         "exec_command_end",
@@ -124,6 +125,7 @@ async def test_task_interrupt_and_continue_from_bookmark(tmp_path: Path) -> None
     assert fork["input"][-1]["content"] == [{"type": "input_text", "text": "go on"}]
     assert ui.types(id="t2") == [
         "task_started",
+        "user_message",
         "exec_command_begin",
         "exec_command_end",
         "turn_complete",
@@ -407,8 +409,10 @@ async def test_user_input_replaces_a_running_task(tmp_path: Path) -> None:
     assert ui.types() == [
         "session_configured",
         "task_started",
+        "user_message",
         "turn_aborted",
         "task_started",
+        "user_message",
         "agent_message",
         "turn_complete",
         "task_complete",
@@ -735,4 +739,4 @@ async def test_task_started_is_relayed_before_the_model_is_asked(
         await codex.submit(say("hello"), id="u1")
         await asyncio.wait_for(showing, 10)
         relaying.cancel()
-    assert seen_at_request == [["session_configured", "task_started"]]
+    assert seen_at_request == [["session_configured", "task_started", "user_message"]]

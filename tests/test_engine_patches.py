@@ -77,8 +77,9 @@ async def test_patch_inside_the_workspace_is_auto_approved(workspace: Path) -> N
     assert end.success
     assert "M app.py" in end.stdout
     assert ui.types() == [
-        "session_configured", "task_started", "patch_apply_begin", "patch_apply_end",
-        "turn_diff", "turn_complete", "agent_message", "turn_complete", "task_complete",
+        "session_configured", "task_started", "user_message", "patch_apply_begin",
+        "patch_apply_end", "turn_diff", "turn_complete", "agent_message", "turn_complete",
+        "task_complete",
     ]  # fmt: skip
     diff = ui.of(p.TurnDiff)[0].unified_diff
     assert diff.startswith("diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n")

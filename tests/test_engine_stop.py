@@ -295,6 +295,7 @@ async def test_stop_lets_a_running_command_finish_and_asks_the_model_nothing_mor
     assert ui.types(id="t1") == [
         "session_configured",
         "task_started",
+        "user_message",
         "exec_command_begin",
         "exec_command_end",
         "turn_complete",
@@ -373,15 +374,15 @@ async def test_a_stop_while_the_approval_request_waits_for_room_is_not_missed(
     answer is waiting yet to withdraw: the Task must still not wait for one."""
     model = ScriptedModel([shell_call([PY, "-c", "open('x','w')"], call_id="c1")])
     policy = p.ConfigureSession(approval_policy="untrusted", sandbox_policy=UNCONFINED)
-    config = attrs.evolve(engine_config(tmp_path), event_queue_size=2)
+    config = attrs.evolve(engine_config(tmp_path), event_queue_size=3)
     async with Codex(config, transport=model.mock_transport()) as codex:
         ui = Recorder(codex)
         await ui.submit(policy, id="cfg")
         await ui.until(p.SessionConfigured, id="cfg")
         await ui.submit(say("go"), id="t1")
-        # task_started and token_count fill the queue; exec_approval_request waits.
-        # (The first request waits for the initial context, read off the loop: a
-        # deadline, not a count of loop turns.)
+        # task_started, user_message and token_count fill the queue;
+        # exec_approval_request waits. (The first request waits for the initial
+        # context, read off the loop: a deadline, not a count of loop turns.)
         deadline = time.monotonic() + 5
         for _ in itertools.count():
             if codex._locked_emits or time.monotonic() > deadline:
@@ -579,13 +580,14 @@ async def test_input_injected_as_the_task_ends_starts_the_next_task(tmp_path: Pa
     (held here by a full event queue): the input cannot join that Task, so it starts
     the next one, right after task_complete."""
     model = ScriptedModel([text_response("first", chunks=1), text_response("second")])
-    config = attrs.evolve(engine_config(tmp_path), event_queue_size=5)
+    config = attrs.evolve(engine_config(tmp_path), event_queue_size=6)
     async with Codex(config, transport=model.mock_transport()) as codex:
         ui = Recorder(codex)
         await ui.submit(p.ConfigureSession(sandbox_policy=UNCONFINED), id="cfg")
         await ui.until(p.SessionConfigured, id="cfg")
         await ui.submit(say("one"), id="t1")
-        # task_started, the delta, agent_message, token_count, turn_complete fill the queue.
+        # task_started, user_message, the delta, agent_message, token_count and
+        # turn_complete fill the queue.
         session = codex._session
         for _ in range(1000):
             if session is not None and session.running is not None:

@@ -379,7 +379,7 @@ def test_a_failed_task_of_a_resumed_session_is_still_recorded(
     assert rollouts() == [path]
     kinds = [r["event"]["msg"]["type"] for r in whole_records(path) if r["type"] == "event"]
     assert path.stat().st_size > size
-    assert kinds[-3:] == ["task_started", "error", "shutdown_complete"]
+    assert kinds[-4:] == ["task_started", "user_message", "error", "shutdown_complete"]
 
 
 @pytest.mark.anyio

@@ -102,7 +102,9 @@ class TerminalRenderer:
 
     Messages stream as they arrive; reasoning is dimmed; a command shows its
     first lines of output and then folds the rest; a patch shows a coloured
-    diff; the Task ends with its token usage. Colour and the spinner only on
+    diff; the Task ends with its token usage. ``user_message`` shows nothing:
+    the prompt is the person's own input, on the screen already (a replay such
+    as ``codexcore sessions history`` prints it itself). Colour and the spinner only on
     a terminal. Tracks whether the cursor sits mid-line so each block starts
     on a fresh one.
     """

@@ -108,7 +108,7 @@ def _print_list(listing: Any, *, as_json: bool) -> None:
 
 
 def _print_history(history: Any, *, as_json: bool) -> None:
-    from ..protocol import encode_event
+    from ..protocol import UserMessage, encode_event
     from ._render import TerminalRenderer
 
     renderer = TerminalRenderer()
@@ -118,6 +118,10 @@ def _print_history(history: Any, *, as_json: bool) -> None:
         elif event.msg.TYPE == "task_started":
             renderer.show(event.msg)
             print(f"--- task {event.id}")
+        elif isinstance(event.msg, UserMessage):
+            # A live renderer shows no user_message (the prompt is the user's own
+            # words, on their screen already); a replay has only the record.
+            print(f"> {event.msg.message}")
         else:
             renderer.show(event.msg)
     sys.stdout.flush()

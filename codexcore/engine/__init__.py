@@ -13,6 +13,7 @@ from ._models import (
     ModelDetails,
     context_window,
     model_details,
+    supports_reasoning,
 )
 from ._rollout import (
     BadRollout,
@@ -51,4 +52,5 @@ __all__ = [
     "prune_sessions",
     "read_project_docs",
     "recorded_agent_id",
+    "supports_reasoning",
 ]

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..protocol import ImageInput, InputItem, LocalImageInput, SkillInput, TextInput
+from ..protocol import ImageInput, InputItem, LocalImageInput, SkillInput, TextInput, UserMessage
 from ._config import SessionConfig
 from ._history import History, Item
 from ._images import VIEW_IMAGE_TOOL
+from ._instructions import is_contextual
 from ._models import BUILTIN_CATALOG, ModelCatalog
 from ._plan import PLAN_TOOL
-from ._skills import SkillError, skill_part
+from ._skills import SKILL_OPEN, SkillError, skill_part
 
 SHELL_TOOL: dict[str, Any] = {
     "type": "function",
@@ -84,6 +85,23 @@ class InputError(ValueError):
 def user_message(items: Sequence[InputItem]) -> Item:
     """The Responses ``message`` item for the user's input items."""
     return {"type": "message", "role": "user", "content": [_content(i) for i in items]}
+
+
+def user_message_event(item: Item) -> UserMessage | None:
+    """The ``user_message`` event for a user's input item (None for any other item):
+    its text parts joined, as Codex's ``UserMessageEvent`` has them, and its images."""
+    if item.get("type") != "message" or item.get("role") != "user" or is_contextual(item):
+        return None
+    parts = item.get("content") or ()
+    # A skill the input attached (its whole SKILL.md) is for the model, not the user's words.
+    said = [p for p in parts if p.get("type") == "input_text" and not _is_skill(p["text"])]
+    text = "".join(p["text"] for p in said)
+    images = tuple(p["image_url"] for p in parts if p.get("type") == "input_image")
+    return UserMessage(text, images or None)
+
+
+def _is_skill(text: str) -> bool:
+    return text.startswith(SKILL_OPEN)
 
 
 def _content(item: InputItem) -> dict[str, Any]:

@@ -602,6 +602,7 @@ def _newest_first(home: Path) -> list[Path]:
 def _summarize(path: Path) -> SessionSummary:
     meta: dict[str, Any] | None = None
     user_messages: list[str] = []
+    prompts: list[str] = []  # the user_message events: what the user asked, nothing else
     count = records = 0
     for record in read_records(path):
         records += 1
@@ -614,6 +615,10 @@ def _summarize(path: Path) -> SessionSummary:
                     count += 1
                     if item.get("role") == "user":
                         user_messages.append(_text_of(item))
+        elif kind == "event" and (prompt := _prompt_of(record["event"])) is not None:
+            prompts.append(prompt)
+    # Older rollouts record no user_message: their user items stand in (shell records too).
+    user_messages = prompts or user_messages
     if meta is None:
         raise BadRollout(path, _missing("session_meta", path, records))
     try:
@@ -633,6 +638,14 @@ def _summarize(path: Path) -> SessionSummary:
         forked_from=forked_from if isinstance(forked_from, str) else None,
         agent_id=agent_id_of(meta),
     )
+
+
+def _prompt_of(event: dict[str, Any]) -> str | None:
+    msg = event.get("msg")
+    if isinstance(msg, dict) and msg.get("type") == "user_message":
+        message = msg.get("message")
+        return message if isinstance(message, str) else None
+    return None
 
 
 def _text_of(item: Item) -> str:

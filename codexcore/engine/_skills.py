@@ -225,6 +225,8 @@ def mentioned_skills(catalogue: Catalogue, texts: Iterable[str]) -> list[SkillMe
 
 
 CATALOGUE_OPEN = SKILLS_CATALOGUE_OPEN
+SKILL_OPEN = "<skill>"
+"""How an attached skill's part begins (Codex's block)."""
 CATALOGUE_CLOSE = "</skills_instructions>"
 _HOW_TO = """\
 ### How to use skills
@@ -284,7 +286,7 @@ def skill_part(item: SkillInput) -> dict[str, str]:
         raise SkillError(f"{where}: {exc}") from None
     if skill.name != item.name:
         raise SkillError(f"{where}: that file is the skill {skill.name!r}")
-    body = f"<skill>\n<name>{skill.name}</name>\n<path>{skill.path}</path>\n{text}\n</skill>"
+    body = f"{SKILL_OPEN}\n<name>{skill.name}</name>\n<path>{skill.path}</path>\n{text}\n</skill>"
     return {"type": "input_text", "text": body}
 
 

@@ -61,6 +61,7 @@ from ._requests import (
     is_refusal,
     message_text,
     reasoning_text,
+    user_message_event,
 )
 from ._tools import ToolRouter
 from ._turn_diff import TurnDiffTracker
@@ -164,9 +165,9 @@ class Task:
         # A conversation a previous Task left above the limit is compacted first.
         await self._compact_if_full(self._history.context_tokens)
         while True:
-            turn = await self._fitting_turn(
-                [*new_items, *self._take_injected(), *self._take_context()]
-            )
+            user_input = [*new_items, *self._take_injected()]
+            await self._announce_input(user_input)
+            turn = await self._fitting_turn([*user_input, *self._take_context()])
             last_message = turn.last_message or last_message
             if (stopped_by := self._stop_requested()) is not None:
                 return TaskComplete(last_message, turn.response_id, stopped_by)
@@ -245,6 +246,13 @@ class Task:
         for warning in warnings:
             await self._emit(WarningEvent(warning))
         return items
+
+    async def _announce_input(self, items: list[Item]) -> None:
+        """A ``user_message`` for each of the user's inputs this request carries: the
+        input enters the conversation here (the first input, and injected ones)."""
+        for item in items:
+            if (event := user_message_event(item)) is not None:
+                await self._emit(event)
 
     async def _turn(self, new_items: list[Item]) -> TurnResult:
         contextual = await self._settle()

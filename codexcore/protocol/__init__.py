@@ -49,6 +49,7 @@ from ._events import (
     TurnAborted,
     TurnComplete,
     TurnDiff,
+    UserMessage,
     WarningEvent,
 )
 from ._handshake import (
@@ -248,6 +249,7 @@ __all__ = [
     "TurnDiff",
     "UpdateChange",
     "UserInput",
+    "UserMessage",
     "UserTurn",
     "ViewImageToolCall",
     "WarningEvent",

@@ -73,6 +73,23 @@ class TaskStarted(Tagged):
     model_context_window: int | None = None
 
 
+@EVENT_MSGS.register("user_message")
+@attrs.frozen(repr=False, eq=False)
+class UserMessage(Tagged):
+    """The user's input entered the conversation (Codex's ``UserMessageEvent``).
+
+    Emitted under the Task's id when its input is taken into a request: the
+    ``user_input`` that started it right after ``task_started``, input injected
+    into it (``inject_input``) before the request that carries it. Recorded, so
+    a resumed session's history shows what the user asked. ``message`` is the
+    input's text parts joined; ``images`` the URLs of its images (a local
+    image's as a data URL), null when there are none.
+    """
+
+    message: str
+    images: tuple[str, ...] | None = None
+
+
 @EVENT_MSGS.register("agent_message")
 @attrs.frozen(repr=False, eq=False)
 class AgentMessage(Tagged):
@@ -388,6 +405,7 @@ class ShutdownComplete(Tagged):
 EventMsg = Annotated[
     SessionConfigured
     | TaskStarted
+    | UserMessage
     | AgentMessage
     | AgentMessageDelta
     | AgentReasoning
