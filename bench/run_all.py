@@ -20,8 +20,20 @@ BENCHMARKS = (
     "bench_transport.py",
     "bench_memory.py",
     "bench_protocol.py",
+    "bench_tools.py",
+    "bench_adapters.py",
+    "bench_jsonrpc.py",
+    "bench_codelia.py",
+    "bench_control.py",
+    "bench_instructions.py",
+    "bench_compaction.py",
+    "bench_skills.py",
     "bench_mcp.py",
+    "bench_acp.py",
+    "bench_redis.py",
 )
+"""Every benchmark of this project's own figures (``bench_vs_codex.py`` and
+``startup_vs_codex.py`` install the Codex CLI, so they run on their own)."""
 
 
 def main() -> int:

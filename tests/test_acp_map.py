@@ -179,8 +179,9 @@ async def test_the_engine_hands_unconfined_commands_to_its_command_runner(tmp_pa
     assert (first.call_id, first.exit_code, first.aggregated_output) == ("c1", 3, "elsewhere\n")
     assert (second.call_id, second.exit_code) == ("c2", 0)
     assert "elsewhere" in str(model.requests[1]["input"])
-    assert ui.types(id="t1")[:4] == [
+    assert ui.types(id="t1")[:5] == [
         "task_started",
+        "user_message",
         "exec_command_begin",
         "exec_command_end",
         "turn_complete",

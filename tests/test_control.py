@@ -220,6 +220,7 @@ async def test_stdin_to_a_running_task_is_injected_into_its_next_request(tmp_pat
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
         first = await host.control.handle(stdin_request(session_id, agent_id, "start"), ME)
         await events.until("task_started")
+        await requested(model, 1)  # injected into the running Task, not into its first request
         injected = await host.control.handle(stdin_request(session_id, agent_id, "also this"), ME)
         await events.until("task_complete")
     assert (first["result"], injected["result"]) == ("ok", "ok")
