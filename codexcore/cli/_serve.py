@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import plain
+from . import SUMMARIES, plain
 
 if TYPE_CHECKING:
     from ..adapters._dialect import Dialects
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="serve the Submission/Event queue pair over stdio, TCP or a Unix socket",
+        help=SUMMARIES["serve"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
@@ -253,7 +253,7 @@ def _raise_fd_limit() -> None:
 
 def _dialects(args: argparse.Namespace) -> Dialects:
     from ..adapters._dialect import Dialects
-    from ..adapters._jsonrpc_server import RpcOptions
+    from ..adapters._rpc_options import RpcOptions
 
     diagnostics = args.diagnostics or os.environ.get("CODEXCORE_DIAGNOSTICS", "").strip() == "1"
     options = RpcOptions(max_pending=args.max_pending_requests, diagnostics=diagnostics)

@@ -1,0 +1,241 @@
+"""The import guard: each entry point, started as users start it, loads only what its path uses.
+
+Every row of :data:`ENTRY_POINTS` starts a fresh interpreter running the real
+entry code (``codexcore.cli.main``, what the ``codexcore`` script calls, or
+``import codexcore``), drives it as a client would (a first frame on stdin and
+its answer read back, or a whole ``exec`` Task against a scripted model), and
+reads the modules it had loaded at exit. A module matching one of the row's
+forbidden patterns fails the test, naming the module and the chain of imports
+that brought it in (recorded by an import hook of the wrapper).
+
+Optional packages (``mcp``, ``acp``, ``redis``, ``openai``) and the other
+dialects' modules must stay off every path that does not ask for them: a new
+dialect or dependency imported at the top of a shared module then fails here,
+by name, instead of slowing every start. When a dialect or a command lands,
+extend the table: its modules go into the rows that must not load them, and
+its own entry point gets a row (see :data:`JSONRPC`, :data:`COMMAND_MODULES`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from codexcore.cli import COMMANDS
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
+
+OPTIONAL = ("mcp", "acp", "redis", "openai")
+"""Optional or foreign packages: loaded only on the path that uses them."""
+
+JSONRPC = (
+    "codexcore.adapters._jsonrpc*",
+    "codexcore.adapters._codelia*",
+    "codexcore.adapters._seed001",
+    "codexcore.adapters._control_status",
+    "codexcore.adapters._rpc_schemas",
+    "codexcore.adapters._openrpc",
+)
+"""The JSON-RPC dialect (seeds 000, 001 and 004): loaded by a JSON-RPC first frame only."""
+
+SOCKETS = (
+    "codexcore.adapters.tcp",
+    "codexcore.adapters.unix",
+    "codexcore.adapters._server",
+    "codexcore.adapters.session_sockets",
+    "codexcore.adapters.client",
+    "codexcore.adapters._client_*",
+    "codexcore.adapters.threads",
+)
+"""Socket servers and the client library: not a stdio server's, nor ``exec``'s."""
+
+ENGINE = ("codexcore.engine", "codexcore.model", "codexcore.tools", "httpx", "janus")
+"""The engine and its stack: not for ``import codexcore`` or help texts."""
+
+
+def command_modules(*allowed: str) -> tuple[str, ...]:
+    """The CLI modules of every command but ``allowed`` (one command's, not the whole CLI's)."""
+    return tuple(f"codexcore.cli._{name}" for name in COMMANDS if name not in allowed)
+
+
+COMMAND_MODULES = command_modules()
+
+NATIVE_CONFIGURE = (
+    b'{"id":"configure","op":{"type":"configure_session","approval_policy":"never",'
+    b'"sandbox_policy":{"type":"danger-full-access","writable_roots":[],"network_access":false}}}\n'
+)
+JSONRPC_INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":"1","method":"initialize","params":{"protocol_version":"0",'
+    b'"client":{"name":"guard","version":"0"}}}\n'
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry point: how it is started and fed, what it must answer, what it must not load."""
+
+    name: str
+    argv: Sequence[str] | None
+    """``codexcore ARGV`` (through ``codexcore.cli.main``); None: ``import codexcore`` only."""
+    forbidden: Sequence[str]
+    """Module names; ``pkg`` also covers ``pkg.*``, a trailing ``*`` is any suffix."""
+    stdin: bytes = b""
+    answer: bytes = b""
+    """What stdout must hold: the proof that the path was really taken."""
+    model: bool = False
+    """Run against a scripted model (``OPENAI_BASE_URL``)."""
+
+
+ENTRY_POINTS = [
+    Entry("import codexcore", None, (*OPTIONAL, *ENGINE, "codexcore.adapters", "codexcore.cli")),
+    Entry(
+        "codexcore --help", ["--help"], (*OPTIONAL, *ENGINE, *COMMAND_MODULES), answer=b"COMMAND"
+    ),
+    Entry(
+        "codexcore exec --help",
+        ["exec", "--help"],
+        (*OPTIONAL, *ENGINE, *JSONRPC, *SOCKETS, *command_modules("exec")),
+        answer=b"usage: codexcore exec",
+    ),
+    Entry(
+        "codexcore exec (one Task)",
+        ["exec", "--ephemeral", "say hi"],
+        (*OPTIONAL, *JSONRPC, *SOCKETS, *command_modules("exec")),
+        answer=b"Hi there.",
+        model=True,
+    ),
+    Entry(
+        "codexcore serve --stdio, native first frame",
+        ["serve", "--stdio"],
+        (*OPTIONAL, *JSONRPC, *SOCKETS, *command_modules("serve")),
+        stdin=NATIVE_CONFIGURE,
+        answer=b'"type":"session_configured"',
+    ),
+    Entry(
+        "codexcore serve --stdio, JSON-RPC first frame",
+        ["serve", "--stdio"],
+        (*OPTIONAL, *SOCKETS, *command_modules("serve")),
+        stdin=JSONRPC_INITIALIZE,
+        answer=b'"server_capabilities"',
+    ),
+]
+
+# Runs the real entry code and writes, at exit, every module loaded with the module
+# whose code imported it ("-" for those loaded before the hook). A finder first
+# on sys.meta_path sees each import (lazy ones inside functions too) and finds
+# nothing itself; atexit runs last-registered first, so the list is written
+# after everything else the process did.
+_WRAPPER = """
+import atexit, sys
+_BY = {}
+class _Witness:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_globals.get("__name__", "").startswith(
+            ("importlib", "_frozen_importlib")
+        ):
+            frame = frame.f_back
+        _BY.setdefault(name, "?" if frame is None else frame.f_globals.get("__name__", "?"))
+        return None
+sys.meta_path.insert(0, _Witness)
+def _dump():
+    with open(sys.argv[1], "w") as file:
+        file.write("\\n".join(f"{name}\\t{_BY.get(name, '-')}" for name in sorted(sys.modules)))
+atexit.register(_dump)
+argv = sys.argv[2:]
+if argv == ["--import-only"]:
+    import codexcore
+else:
+    from codexcore.cli import main
+    sys.exit(main(argv))
+"""
+
+
+def matches(module: str, pattern: str) -> bool:
+    if pattern.endswith("*"):
+        return module.startswith(pattern[:-1])
+    return module == pattern or module.startswith(pattern + ".")
+
+
+def chain(module: str, importer: dict[str, str]) -> str:
+    """``module <- its importer <- that one's importer ...``, up to the entry code."""
+    links = [module]
+    while importer.get(links[-1], "-") not in ("-", "?", "__main__") and len(links) < 30:
+        links.append(importer[links[-1]])
+    return " <- ".join([*links, importer.get(links[-1], "-")])
+
+
+def offences(loaded: dict[str, str], forbidden: Sequence[str]) -> list[str]:
+    """One line per loaded module that ``forbidden`` rules out: the module, the pattern,
+    and who imported it."""
+    return [
+        f"{module} (forbidden by {pattern!r}), imported by: {chain(module, loaded)}"
+        for module in loaded
+        for pattern in forbidden
+        if matches(module, pattern)
+    ]
+
+
+@pytest.fixture
+def scripted_model() -> Iterator[ScriptedResponsesServer]:
+    server = ScriptedResponsesServer(ScriptedModel([text_response("Hi there.")])).start_in_thread()
+    yield server
+    server.stop()
+
+
+def run_entry(
+    entry: Entry, tmp_path: Path, server: ScriptedResponsesServer
+) -> tuple[subprocess.CompletedProcess[bytes], dict[str, str]]:
+    """Run ``entry``: the finished process, and each module it loaded with its importer."""
+    dump = tmp_path / "modules.txt"
+    argv = ["--import-only"] if entry.argv is None else list(entry.argv)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-guard", "HOME": str(tmp_path)}
+    if entry.model:
+        env["OPENAI_BASE_URL"] = server.base_url
+    done = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, str(dump), *argv],
+        input=entry.stdin,  # written, then closed: the server answers, then sees the end
+        capture_output=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    lines = dump.read_text().split("\n") if dump.exists() else []
+    return done, dict(line.split("\t", 1) for line in lines if "\t" in line)
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=lambda entry: entry.name)
+def test_entry_point_loads_only_what_its_path_uses(
+    entry: Entry, tmp_path: Path, scripted_model: ScriptedResponsesServer
+) -> None:
+    done, loaded = run_entry(entry, tmp_path, scripted_model)
+    said = done.stdout.decode(errors="replace")[-2000:]
+    logs = done.stderr.decode(errors="replace")[-2000:]
+    assert done.returncode == 0, f"{entry.name} exited {done.returncode}:\n{said}\n{logs}"
+    assert entry.answer in done.stdout, f"{entry.name} did not answer {entry.answer!r}:\n{said}"
+    assert loaded, f"{entry.name} wrote no module list at exit:\n{logs}"
+    found = offences(loaded, entry.forbidden)
+    assert not found, f"{entry.name} loaded what its path does not use:\n" + "\n".join(found)
+
+
+def test_the_guard_names_a_forbidden_module_and_its_importer(
+    tmp_path: Path, scripted_model: ScriptedResponsesServer
+) -> None:
+    """The guard itself: a path that does load the JSON-RPC stack is caught, by name and
+    importer (here the JSON-RPC first frame, checked as if it had to stay native)."""
+    _, loaded = run_entry(ENTRY_POINTS[-1], tmp_path, scripted_model)
+    found = offences(loaded, JSONRPC)
+    server = [line for line in found if line.startswith("codexcore.adapters._jsonrpc_server ")]
+    assert server == [
+        "codexcore.adapters._jsonrpc_server (forbidden by 'codexcore.adapters._jsonrpc*'), "
+        "imported by: codexcore.adapters._jsonrpc_server <- codexcore.adapters._dialect "
+        "<- codexcore.adapters.stdio <- codexcore.cli._serve <- codexcore.cli <- __main__"
+    ], found
+    assert not offences(loaded, OPTIONAL)
