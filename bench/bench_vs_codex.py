@@ -785,6 +785,23 @@ class SessionDriver:
             self._close(session, peer)
         return session
 
+    def codexcore_jsonrpc_start(self) -> float:
+        """``serve --stdio`` spawned to a JSON-RPC ``initialize`` answered (seed 000), then
+        closed: the start-up a JSON-RPC UI sees."""
+        runner = self.runner
+        argv = [str(CODEXCORE), "serve", "--stdio", "--cwd", str(runner.workdir)]
+        with tempfile.TemporaryFile() as err:
+            peer = StdioPeer(argv, runner.codexcore_env, runner.workdir, err)
+            params = {"protocol_version": "0", "client": {"name": "bench", "version": "0"}}
+            peer.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+            reply = peer.read_until(lambda m: m.get("id") == 1)[-1]
+            ready = time.perf_counter() - peer.began
+            if "result" not in reply:
+                raise RuntimeError(f"codexcore initialize: {reply}")
+            if peer.close() != 0:
+                raise RuntimeError("codexcore serve --stdio (JSON-RPC) did not exit 0")
+        return ready
+
     def codex(self, turns: int) -> Session:
         runner, session = self.runner, Session("codex app-server")
         with tempfile.TemporaryFile() as err:
@@ -1102,6 +1119,49 @@ def sessions(runner: Runner, turns: int, count: int) -> tuple[Table, list[str]]:
     return table, problems
 
 
+def startup(runner: Runner, runs: int) -> tuple[Table, list[str]]:
+    """Spawn to ready only, many times, alternating (``--startup-only``, or after the sessions)."""
+    driver = SessionDriver(runner)
+    starts: dict[str, list[float]] = collections.defaultdict(list)
+    kinds: dict[str, Callable[[], float]] = {
+        "`codexcore serve --stdio`, native (`configure_session` acknowledged)": (
+            lambda: driver.codexcore(0).startup
+        ),
+        "`codexcore serve --stdio`, JSON-RPC (`initialize` answered)": (
+            driver.codexcore_jsonrpc_start
+        ),
+        "`codex app-server` (`initialize` and `thread/start` answered)": (
+            lambda: driver.codex(0).startup
+        ),
+    }
+    for start in kinds.values():  # warm-up
+        start()
+    for index in range(runs):
+        order = list(kinds.items())
+        for name, start in order if index % 2 == 0 else reversed(order):
+            starts[name].append(start())
+    codex = _median(starts[list(kinds)[-1]])
+    table = Table(
+        "Start-up of a stdio server: spawn to ready for a Turn",
+        ["", "median", "best", "min - max", "median / Codex's", "best / Codex's best"],
+    )
+    codex_best = min(starts[list(kinds)[-1]])
+    for name, values in starts.items():
+        table.add(
+            name, fmt_ms(_median(values)), fmt_ms(min(values)), _spread(values),
+            f"{_median(values) / codex:.2f}", f"{min(values) / codex_best:.2f}",
+        )  # fmt: skip
+    native = _median(starts[next(iter(kinds))])
+    table.note(
+        f"{runs} starts of each after a warm-up of each, alternating (order reversed every "
+        "other round); each server is closed (end of input) after it is ready. Goal: "
+        f"codexcore at most 1.0x Codex's median: native **{verdict(native <= codex)}** "
+        f"({native / codex:.2f}), JSON-RPC **"
+        f"{verdict(_median(starts[list(kinds)[1]]) <= codex)}**."
+    )
+    return table, []
+
+
 # --- main -------------------------------------------------------------------------------
 
 
@@ -1145,6 +1205,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--sessions", type=int, help="stdio sessions of each side (default 3; quick 1)"
     )
     parser.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="only the stdio servers' start-up (spawn to ready), --runs starts of each",
+    )
+    parser.add_argument(
         "--codex-version", default=CODEX_VERSION, help=f"@openai/codex to use ({CODEX_VERSION})"
     )
     return parser.parse_args(argv)
@@ -1178,6 +1243,10 @@ def main() -> int:
         write_codex_home(CODEX_HOME, server.base_url)
         runner = Runner(codex, server, model, Path(scratch))
         print(commands(runner), flush=True)
+        if args.startup_only:
+            startup(runner, runs)[0].print()
+            print(f"\nload average {os.getloadavg()[0]:.2f} at the end.", flush=True)
+            return 0
         bare_limits(runner, runs).print()
         time_table, _, failed = exec_task(runner, runs)
         time_table.print()
@@ -1188,6 +1257,7 @@ def main() -> int:
         session_table, failed = sessions(runner, args.turns, count)
         session_table.print()
         problems += failed
+        startup(runner, runs)[0].print()
         paths = ", ".join(f"{path} x{n}" for path, n in sorted(server.paths.items()))
         print(f"Requests the scripted server got, all clients: {paths}.", flush=True)
         if model.unexpected:

@@ -18,7 +18,9 @@ its own entry point gets a row (see :data:`JSONRPC`, :data:`COMMAND_MODULES`).
 
 from __future__ import annotations
 
+import asyncio
 import os
+import select
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -239,3 +241,39 @@ def test_the_guard_names_a_forbidden_module_and_its_importer(
         "<- codexcore.adapters.stdio <- codexcore.cli._serve <- codexcore.cli <- __main__"
     ], found
     assert not offences(loaded, OPTIONAL)
+
+
+@pytest.mark.anyio
+async def test_serve_stdio_defers_its_work_until_the_first_answer_is_out() -> None:
+    """``serve --stdio`` loads the model client's stack after its first answer: the hook
+    runs once, when that answer already waits in the client's pipe (nothing reads it
+    until the end), and the session goes on."""
+    from codexcore.adapters._host import HostConfig
+    from codexcore.adapters.stdio import serve_stdio
+    from codexcore.engine import EngineConfig
+
+    to_server, from_client = os.pipe()
+    to_client, from_server = os.pipe()
+    seen: list[bool] = []
+    ran = asyncio.Event()
+
+    def hook() -> None:
+        readable, _, _ = select.select([to_client], [], [], 0)
+        seen.append(bool(readable))
+        ran.set()
+
+    config = HostConfig(engine=EngineConfig(ephemeral=True))
+    served = asyncio.create_task(
+        serve_stdio(to_server, from_server, config, after_first_answer=hook)
+    )
+    os.write(from_client, NATIVE_CONFIGURE)
+    await asyncio.wait_for(ran.wait(), 30)
+    os.close(from_client)  # end of input: the session shuts down in order
+    assert await asyncio.wait_for(served, 30) == 0
+    output = b""
+    while chunk := os.read(to_client, 65536):
+        output += chunk
+    os.close(to_client)
+    assert b"session_configured" in output, output
+    assert b"shutdown_complete" in output, output
+    assert seen == [True], (seen, output)

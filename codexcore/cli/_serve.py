@@ -149,8 +149,14 @@ def _say(message: str) -> None:
 
 
 def _import_serving_code() -> None:
-    """Load what serving needs now, so start-up's objects can be frozen at once."""
-    import codexcore.adapters._host
+    """Load what serving needs before its first answer, so start-up's objects can be
+    frozen at once (the model client's stack waits: :func:`_load_model_client`)."""
+    import codexcore.adapters._host  # noqa: F401
+
+
+def _load_model_client() -> None:
+    """The model client and httpx (about a fifth of the imports), loaded once the first
+    answer is out: a UI waits for no model request before its first Turn."""
     import codexcore.model._client  # noqa: F401
 
 
@@ -263,7 +269,9 @@ def _dialects(args: argparse.Namespace) -> Dialects:
 async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_fd: int) -> int:
     from ..adapters.stdio import serve_stdio
 
-    return await serve_stdio(in_fd, out_fd, config, dialects=dialects)
+    return await serve_stdio(
+        in_fd, out_fd, config, dialects=dialects, after_first_answer=_load_model_client
+    )
 
 
 async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
