@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,8 +106,12 @@ def argv(path: Path_, importtime: bool) -> list[str]:
     return [PYTHON, *flags, "-c", MAIN, *path.args]
 
 
-def run(path: Path_, env: dict[str, str], importtime: bool = False) -> tuple[float, str]:
-    """(spawn to ready in seconds, stderr)."""
+def run(path: Path_, env: dict[str, str], importtime: bool = False) -> tuple[float, str, str]:
+    """(spawn to ready in seconds, stderr read before ready, stderr read after it).
+
+    stderr is read as it comes, so ``-X importtime``'s lines for what a server
+    imports once it has answered (deferred work) land in the last part.
+    """
     began = time.perf_counter()
     proc = subprocess.Popen(
         argv(path, importtime),
@@ -118,25 +123,33 @@ def run(path: Path_, env: dict[str, str], importtime: bool = False) -> tuple[flo
     )
     assert proc.stdin is not None
     assert proc.stdout is not None
+    assert proc.stderr is not None
+    lines: list[tuple[float, bytes]] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend((time.perf_counter(), line) for line in proc.stderr),
+        daemon=True,
+    )
+    reader.start()
+    out = b""
     if path.first:
         proc.stdin.write(path.first)
         proc.stdin.flush()
-        while True:
-            line = proc.stdout.readline()
+        while path.ready not in (line := proc.stdout.readline()):
             if not line:
-                raise SystemExit(f"{path.name}: no answer; {proc.communicate()[1][-800:]!r}")
-            if path.ready in line:
-                break
+                raise SystemExit(f"{path.name}: no answer")
         ready = time.perf_counter() - began
-        _, err = proc.communicate(timeout=60)
+        proc.stdin.close()
+        proc.stdout.read()
+        proc.wait(timeout=60)
     else:
-        out, err = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=60)
         ready = time.perf_counter() - began
-        if path.model and b"Hi there." not in out:
-            raise SystemExit(f"{path.name}: no answer: {out[-400:]!r} {err[-800:]!r}")
-    if proc.returncode != 0:
-        raise SystemExit(f"{path.name} exited {proc.returncode}: {err[-800:]!r}")
-    return ready, err.decode(errors="replace")
+    reader.join(timeout=60)
+    before = b"".join(line for moment, line in lines if moment - began <= ready)
+    after = b"".join(line for moment, line in lines if moment - began > ready)
+    if proc.returncode != 0 or (path.model and b"Hi there." not in out):
+        raise SystemExit(f"{path.name} exited {proc.returncode}: {out[-400:]!r} {before[-800:]!r}")
+    return ready, before.decode(errors="replace"), after.decode(errors="replace")
 
 
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|\s*(\S+)")
@@ -186,16 +199,19 @@ def main() -> int:
         print(f"{machine_info()}; load average {os.getloadavg()[0]:.2f} at start\n", flush=True)
         walls: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
         least: dict[tuple[str, str], dict[str, int]] = {}
+        deferred: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
         for round_ in range(runs + 1):
             for path in PATHS:
                 for name in ("before", "after") if round_ % 2 else ("after", "before"):
-                    wall, _ = run(path, envs[name])
+                    wall, _, _ = run(path, envs[name])
                     if round_:  # round 0 compiles the bytecode and warms the page cache
                         walls[path.name, name].append(wall)
         for _ in range(max(3, runs // 3)):
             for path in PATHS:
                 for name in trees:
-                    _, err = run(path, envs[name], importtime=True)
+                    _, err, late = run(path, envs[name], importtime=True)
+                    if path.first:  # a server: what it imports once it has answered
+                        deferred[path.name, name] |= set(self_times(late))
                     seen = self_times(err)
                     mine = least.setdefault((path.name, name), seen)
                     for module, micros in seen.items():
@@ -204,7 +220,8 @@ def main() -> int:
         table = Table(
             "Spawn to ready, and the imports (`-X importtime`), before and after",
             ["entry path", "best: before / after", "median: before / after",
-             "modules: before / after", "import self time: before / after"],
+             "modules: before / after", "import self time: before / after",
+             "loaded after the answer: before / after"],
         )  # fmt: skip
         for path in PATHS:
             b, a = walls[path.name, "before"], walls[path.name, "after"]
@@ -215,12 +232,17 @@ def main() -> int:
                 f"{fmt_ms(statistics.median(b))} / {fmt_ms(statistics.median(a))}",
                 f"{len(lb)} / {len(la)}",
                 f"{fmt_ms(sum(lb.values()) / 1e6)} / {fmt_ms(sum(la.values()) / 1e6)}",
+                f"{len(deferred[path.name, 'before'])} / {len(deferred[path.name, 'after'])}"
+                if path.first
+                else "",
             )
         table.note(
             f"{runs} runs of each path and tree, alternating, after a warm-up round; ready: "
             "the answer line read (serve) or the exit. Modules and self time: under "
-            "`-X importtime`, the least of each module's self time over "
-            f"{max(3, runs // 3)} runs (the interpreter's own start-up imports included)."
+            "`-X importtime`, up to ready, the least of each module's self time over "
+            f"{max(3, runs // 3)} runs (the interpreter's own start-up imports included). "
+            "Loaded after the answer: modules a server imported once it had answered "
+            "(stderr lines read after ready)."
         )
         table.print()
         for path in PATHS:
