@@ -59,6 +59,20 @@ SOCKETS = (
 ENGINE = ("codexcore.engine", "codexcore.model", "codexcore.tools", "httpx", "janus")
 """The engine and its stack: not for ``import codexcore`` or help texts."""
 
+TOOLS = (
+    "codexcore.engine._tools",
+    "codexcore.engine._user_shell",
+    "codexcore.tools.sandbox",
+    "codexcore.tools._seccomp",
+    "codexcore.tools.exec",
+    "codexcore.tools._reaper",
+    "codexcore.tools.apply_patch",
+    "codexcore.tools._patch*",
+    "codexcore.tools.safety",
+)
+"""The tool stack (sandbox helpers, commands, patches): loaded when a Task starts, so
+never before a server's first answer (``serve_stdio``'s rows make no Task)."""
+
 
 def command_modules(*allowed: str) -> tuple[str, ...]:
     """The CLI modules of every command but ``allowed`` (one command's, not the whole CLI's)."""
@@ -114,14 +128,14 @@ ENTRY_POINTS = [
     Entry(
         "codexcore serve --stdio, native first frame",
         ["serve", "--stdio"],
-        (*OPTIONAL, *JSONRPC, *SOCKETS, *command_modules("serve")),
+        (*OPTIONAL, *JSONRPC, *SOCKETS, *TOOLS, *command_modules("serve")),
         stdin=NATIVE_CONFIGURE,
         answer=b'"type":"session_configured"',
     ),
     Entry(
         "codexcore serve --stdio, JSON-RPC first frame",
         ["serve", "--stdio"],
-        (*OPTIONAL, *SOCKETS, *command_modules("serve")),
+        (*OPTIONAL, *SOCKETS, *TOOLS, *command_modules("serve")),
         stdin=JSONRPC_INITIALIZE,
         answer=b'"server_capabilities"',
     ),

@@ -55,11 +55,11 @@ from ._requests import (
     message_text,
     reasoning_text,
 )
-from ._tools import ToolRouter
 from ._turn_diff import TurnDiffTracker
 
 if TYPE_CHECKING:
     from ..model import ModelClient  # httpx: loaded on first use, not with the engine
+    from ._tools import ToolRouter
 
 Emit = Callable[[EventMsg], Awaitable[None]]
 
