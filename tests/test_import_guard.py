@@ -4,9 +4,11 @@ Every row of :data:`ENTRY_POINTS` starts a fresh interpreter running the real
 entry code (``codexcore.cli.main``, what the ``codexcore`` script calls, or
 ``import codexcore``), drives it as a client would (a first frame on stdin and
 its answer read back, or a whole ``exec`` Task against a scripted model), and
-reads the modules it had loaded at exit. A module matching one of the row's
-forbidden patterns fails the test, naming the module and the chain of imports
-that brought it in (recorded by an import hook of the wrapper).
+reads the modules it had loaded: a server's when it wrote its first answer
+(what it loads after that is deferred work, off the client's wait), anything
+else's at exit. A module matching one of the row's forbidden patterns fails
+the test, naming the module and the chain of imports that brought it in
+(recorded by an import hook of the wrapper).
 
 Optional packages (``mcp``, ``acp``, ``redis``, ``openai``) and the other
 dialects' modules must stay off every path that does not ask for them: a new
@@ -70,8 +72,11 @@ TOOLS = (
     "codexcore.tools._patch*",
     "codexcore.tools.safety",
 )
-"""The tool stack (sandbox helpers, commands, patches): loaded when a Task starts, so
-never before a server's first answer (``serve_stdio``'s rows make no Task)."""
+"""The tool stack (sandbox helpers, commands, patches): needed when a Task starts, so
+never before a server's first answer."""
+
+FIRST_TURN = ("codexcore.model._client", "httpx", "h11", *TOOLS)
+"""What a server loads once its first answer is out (the first Turn needs it)."""
 
 
 def command_modules(*allowed: str) -> tuple[str, ...]:
@@ -128,26 +133,28 @@ ENTRY_POINTS = [
     Entry(
         "codexcore serve --stdio, native first frame",
         ["serve", "--stdio"],
-        (*OPTIONAL, *JSONRPC, *SOCKETS, *TOOLS, *command_modules("serve")),
+        (*OPTIONAL, *JSONRPC, *SOCKETS, *FIRST_TURN, *command_modules("serve")),
         stdin=NATIVE_CONFIGURE,
         answer=b'"type":"session_configured"',
     ),
     Entry(
         "codexcore serve --stdio, JSON-RPC first frame",
         ["serve", "--stdio"],
-        (*OPTIONAL, *SOCKETS, *TOOLS, *command_modules("serve")),
+        (*OPTIONAL, *SOCKETS, *FIRST_TURN, *command_modules("serve")),
         stdin=JSONRPC_INITIALIZE,
         answer=b'"server_capabilities"',
     ),
 ]
 
-# Runs the real entry code and writes, at exit, every module loaded with the module
-# whose code imported it ("-" for those loaded before the hook). A finder first
-# on sys.meta_path sees each import (lazy ones inside functions too) and finds
-# nothing itself; atexit runs last-registered first, so the list is written
-# after everything else the process did.
+# Runs the real entry code and writes every module loaded, each with the module whose
+# code imported it ("-" for those loaded before the hook). A finder first on
+# sys.meta_path sees each import (lazy ones inside functions too) and finds nothing
+# itself. With --at-answer (a server), the list is the one at its first answer: the
+# first os.write to a descriptor other than stderr (asyncio's pipe transport and
+# the server's plain writes both go through os.write); otherwise the one at exit
+# (atexit runs last-registered first: after everything else the process did).
 _WRAPPER = """
-import atexit, sys
+import atexit, os, sys
 _BY = {}
 class _Witness:
     @staticmethod
@@ -161,10 +168,18 @@ class _Witness:
         return None
 sys.meta_path.insert(0, _Witness)
 def _dump():
-    with open(sys.argv[1], "w") as file:
+    with open(sys.argv[1], "x") as file:
         file.write("\\n".join(f"{name}\\t{_BY.get(name, '-')}" for name in sorted(sys.modules)))
-atexit.register(_dump)
-argv = sys.argv[2:]
+if sys.argv[2] == "--at-answer":
+    _write = os.write
+    def _first_answer(fd, data):
+        if fd != 2 and not os.path.exists(sys.argv[1]):
+            _dump()
+        return _write(fd, data)
+    os.write = _first_answer
+else:
+    atexit.register(_dump)
+argv = sys.argv[3:]
 if argv == ["--import-only"]:
     import codexcore
 else:
@@ -208,14 +223,16 @@ def scripted_model() -> Iterator[ScriptedResponsesServer]:
 def run_entry(
     entry: Entry, tmp_path: Path, server: ScriptedResponsesServer
 ) -> tuple[subprocess.CompletedProcess[bytes], dict[str, str]]:
-    """Run ``entry``: the finished process, and each module it loaded with its importer."""
+    """Run ``entry``: the finished process, and each module it had loaded with its importer
+    (a server: at its first answer; anything else: at exit)."""
     dump = tmp_path / "modules.txt"
     argv = ["--import-only"] if entry.argv is None else list(entry.argv)
     env = {**os.environ, "OPENAI_API_KEY": "sk-guard", "HOME": str(tmp_path)}
     if entry.model:
         env["OPENAI_BASE_URL"] = server.base_url
+    when = "--at-answer" if entry.stdin else "--at-exit"
     done = subprocess.run(
-        [sys.executable, "-c", _WRAPPER, str(dump), *argv],
+        [sys.executable, "-c", _WRAPPER, str(dump), when, *argv],
         input=entry.stdin,  # written, then closed: the server answers, then sees the end
         capture_output=True,
         cwd=tmp_path,

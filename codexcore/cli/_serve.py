@@ -150,13 +150,15 @@ def _say(message: str) -> None:
 
 def _import_serving_code() -> None:
     """Load what serving needs before its first answer, so start-up's objects can be
-    frozen at once (the model client's stack waits: :func:`_load_model_client`)."""
+    frozen at once (what a Task needs waits: :func:`_load_first_turn`)."""
     import codexcore.adapters._host  # noqa: F401
 
 
-def _load_model_client() -> None:
-    """The model client and httpx (about a fifth of the imports), loaded once the first
-    answer is out: a UI waits for no model request before its first Turn."""
+def _load_first_turn() -> None:
+    """What a Task needs and a first answer does not, loaded once that answer is out:
+    the model client with httpx (about a fifth of the imports) and the tool stack.
+    The UI gets its answer sooner, and its first Turn finds them loaded."""
+    import codexcore.engine._tools
     import codexcore.model._client  # noqa: F401
 
 
@@ -270,7 +272,7 @@ async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_f
     from ..adapters.stdio import serve_stdio
 
     return await serve_stdio(
-        in_fd, out_fd, config, dialects=dialects, after_first_answer=_load_model_client
+        in_fd, out_fd, config, dialects=dialects, after_first_answer=_load_first_turn
     )
 
 
