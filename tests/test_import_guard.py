@@ -25,6 +25,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,15 +232,29 @@ def run_entry(
     if entry.model:
         env["OPENAI_BASE_URL"] = server.base_url
     when = "--at-answer" if entry.stdin else "--at-exit"
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-c", _WRAPPER, str(dump), when, *argv],
-        input=entry.stdin,  # written, then closed: the server answers, then sees the end
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         cwd=tmp_path,
         env=env,
-        timeout=120,
-        check=False,
     )
+    watchdog = threading.Timer(120, proc.kill)  # a hung entry point fails, with its output
+    watchdog.start()
+    try:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        said = b""
+        if entry.stdin:  # a client: its frames, then the answer read back, then the end
+            proc.stdin.write(entry.stdin)
+            proc.stdin.flush()
+            while entry.answer not in said and (line := proc.stdout.readline()):
+                said += line
+        out, err = proc.communicate()
+    finally:
+        watchdog.cancel()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, said + out, err)
     lines = dump.read_text().split("\n") if dump.exists() else []
     return done, dict(line.split("\t", 1) for line in lines if "\t" in line)
 
@@ -263,7 +278,8 @@ def test_the_guard_names_a_forbidden_module_and_its_importer(
 ) -> None:
     """The guard itself: a path that does load the JSON-RPC stack is caught, by name and
     importer (here the JSON-RPC first frame, checked as if it had to stay native)."""
-    _, loaded = run_entry(ENTRY_POINTS[-1], tmp_path, scripted_model)
+    rpc = next(entry for entry in ENTRY_POINTS if entry.name.endswith("JSON-RPC first frame"))
+    _, loaded = run_entry(rpc, tmp_path, scripted_model)
     found = offences(loaded, JSONRPC)
     server = [line for line in found if line.startswith("codexcore.adapters._jsonrpc_server ")]
     assert server == [
