@@ -45,6 +45,7 @@ JSONRPC = (
     "codexcore.adapters._control_status",
     "codexcore.adapters._rpc_schemas",
     "codexcore.adapters._openrpc",
+    "codexcore.adapters._control_methods",
 )
 """The JSON-RPC dialect (seeds 000, 001 and 004): loaded by a JSON-RPC first frame only."""
 
@@ -58,6 +59,18 @@ SOCKETS = (
     "codexcore.adapters.threads",
 )
 """Socket servers and the client library: not a stdio server's, nor ``exec``'s."""
+
+ACP = ("codexcore.adapters.acp", "codexcore.adapters._acp*", "codexcore.cli._acp")
+"""The ACP agent (``codexcore acp``) and its SDK (``acp``, in :data:`OPTIONAL`)."""
+
+REDIS = ("codexcore.adapters.redis_pool",)
+"""The worker pool behind Redis (``serve --redis``) and its client (``redis``)."""
+
+CONTROL_CLIENT = ("codexcore.adapters._control_client", "codexcore.adapters._control_rpc")
+"""The sending side of control messages (``codexcore control``)."""
+
+MCP = ("codexcore.engine._mcp_client",)
+"""The MCP client: only for a session with MCP servers configured (``mcp`` too)."""
 
 ENGINE = ("codexcore.engine", "codexcore.model", "codexcore.tools", "httpx", "janus")
 """The engine and its stack: not for ``import codexcore`` or help texts."""
@@ -86,6 +99,8 @@ def command_modules(*allowed: str) -> tuple[str, ...]:
 
 
 COMMAND_MODULES = command_modules()
+SERVE_MODULES = ("serve", "control")
+"""``serve`` builds its host's control settings with ``codexcore.cli._control``'s helper."""
 
 NATIVE_CONFIGURE = (
     b'{"id":"configure","op":{"type":"configure_session","approval_policy":"never",'
@@ -111,37 +126,80 @@ class Entry:
     """What stdout must hold: the proof that the path was really taken."""
     model: bool = False
     """Run against a scripted model (``OPENAI_BASE_URL``)."""
+    at_exit: bool = False
+    """Read the modules at exit even with a first frame (ready takes more than one answer,
+    as ``codexcore acp``'s ``initialize`` then ``session/new``)."""
 
 
 ENTRY_POINTS = [
     Entry("import codexcore", None, (*OPTIONAL, *ENGINE, "codexcore.adapters", "codexcore.cli")),
     Entry(
-        "codexcore --help", ["--help"], (*OPTIONAL, *ENGINE, *COMMAND_MODULES), answer=b"COMMAND"
+        "codexcore --help",
+        ["--help"],
+        (*OPTIONAL, *ENGINE, *ACP, *REDIS, *COMMAND_MODULES),
+        answer=b"COMMAND",
     ),
     Entry(
         "codexcore exec --help",
         ["exec", "--help"],
-        (*OPTIONAL, *ENGINE, *JSONRPC, *SOCKETS, *command_modules("exec")),
+        (
+            *OPTIONAL,
+            *ENGINE,
+            *JSONRPC,
+            *SOCKETS,
+            *ACP,
+            *REDIS,
+            *CONTROL_CLIENT,
+            *command_modules("exec"),
+        ),
         answer=b"usage: codexcore exec",
     ),
     Entry(
         "codexcore exec (one Task)",
         ["exec", "--ephemeral", "say hi"],
-        (*OPTIONAL, *JSONRPC, *SOCKETS, *command_modules("exec")),
+        (
+            *OPTIONAL,
+            *JSONRPC,
+            *SOCKETS,
+            *ACP,
+            *REDIS,
+            *CONTROL_CLIENT,
+            *MCP,
+            *command_modules("exec"),
+        ),
         answer=b"Hi there.",
         model=True,
     ),
     Entry(
         "codexcore serve --stdio, native first frame",
         ["serve", "--stdio"],
-        (*OPTIONAL, *JSONRPC, *SOCKETS, *FIRST_TURN, *command_modules("serve")),
+        (
+            *OPTIONAL,
+            *JSONRPC,
+            *SOCKETS,
+            *ACP,
+            *REDIS,
+            *CONTROL_CLIENT,
+            *MCP,
+            *FIRST_TURN,
+            *command_modules(*SERVE_MODULES),
+        ),
         stdin=NATIVE_CONFIGURE,
         answer=b'"type":"session_configured"',
     ),
     Entry(
         "codexcore serve --stdio, JSON-RPC first frame",
         ["serve", "--stdio"],
-        (*OPTIONAL, *SOCKETS, *FIRST_TURN, *command_modules("serve")),
+        (
+            *OPTIONAL,
+            *SOCKETS,
+            *ACP,
+            *REDIS,
+            *CONTROL_CLIENT,
+            *MCP,
+            *FIRST_TURN,
+            *command_modules(*SERVE_MODULES),
+        ),
         stdin=JSONRPC_INITIALIZE,
         answer=b'"server_capabilities"',
     ),
@@ -231,7 +289,7 @@ def run_entry(
     env = {**os.environ, "OPENAI_API_KEY": "sk-guard", "HOME": str(tmp_path)}
     if entry.model:
         env["OPENAI_BASE_URL"] = server.base_url
-    when = "--at-answer" if entry.stdin else "--at-exit"
+    when = "--at-answer" if entry.stdin and not entry.at_exit else "--at-exit"
     proc = subprocess.Popen(
         [sys.executable, "-c", _WRAPPER, str(dump), when, *argv],
         stdin=subprocess.PIPE,
