@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 import orjson
@@ -23,10 +23,11 @@ import orjson
 from ._control_wire import Credential
 from ._framing import Item, LineTooLong
 from ._host import HostRefusal, SessionHost
-from ._jsonrpc import NOT_INITIALIZED, UNAUTHORIZED, RpcError, dumps, error_response
-from ._jsonrpc_errors import SERVER_ERROR
-from ._jsonrpc_server import RpcConnection, RpcOptions
 from ._native import Conduit, Lines, refuse, send_and_close, serve_connection, serve_stdio_session
+from ._rpc_options import RpcOptions
+
+if TYPE_CHECKING:
+    from ._jsonrpc_server import RpcConnection
 
 Protocol = Literal["auto", "native", "jsonrpc"]
 PROTOCOLS: tuple[Protocol, ...] = ("auto", "native", "jsonrpc")
@@ -59,17 +60,45 @@ def _chooses_jsonrpc(protocol: Protocol, first: Item | None) -> bool:
     return protocol == "jsonrpc" or (protocol == "auto" and speaks_jsonrpc(first))
 
 
-_RPC_CODES = {"unauthorized": UNAUTHORIZED, "handshake_timeout": NOT_INITIALIZED}
-
-
 async def _refuse(
     protocol: Protocol, conduit: Conduit, refusal: HostRefusal, flush_timeout: float | None
 ) -> None:
     if protocol != "jsonrpc":
         await refuse(conduit, refusal, flush_timeout)
         return
-    error = RpcError(_RPC_CODES.get(refusal.code, SERVER_ERROR), refusal.message)
+    from ._jsonrpc import NOT_INITIALIZED, UNAUTHORIZED, RpcError, dumps, error_response
+    from ._jsonrpc_errors import SERVER_ERROR
+
+    codes = {"unauthorized": UNAUTHORIZED, "handshake_timeout": NOT_INITIALIZED}
+    error = RpcError(codes.get(refusal.code, SERVER_ERROR), refusal.message)
     await send_and_close(conduit, dumps(error_response(None, error)), flush_timeout)
+
+
+def _rpc_connection(
+    host: SessionHost,
+    conduit: Conduit,
+    lines: Lines,
+    options: RpcOptions,
+    *,
+    require_initialize: bool,
+    stdio: bool,
+    stuck_timeout: float | None,
+    credential: Credential | None,
+) -> RpcConnection:
+    """A JSON-RPC connection; the JSON-RPC stack is imported here, by the first connection
+    that speaks it, so a native client never loads it."""
+    from ._jsonrpc_server import RpcConnection
+
+    return RpcConnection(
+        host,
+        conduit,
+        lines,
+        options,
+        require_initialize=require_initialize,
+        stdio=stdio,
+        stuck_timeout=stuck_timeout,
+        credential=credential,
+    )
 
 
 async def serve_socket(
@@ -122,7 +151,7 @@ async def serve_socket(
                 host, conduit, lines, first, on_attached=on_attached, credential=credential
             )
             return
-        connection = RpcConnection(
+        connection = _rpc_connection(
             host,
             conduit,
             lines,
@@ -168,7 +197,7 @@ async def serve_stdio_conduit(
     first = reading.result()
     if not _chooses_jsonrpc(dialects.protocol, first):
         return await serve_stdio_session(host, conduit, lines, first, credential=credential)
-    connection = RpcConnection(
+    connection = _rpc_connection(
         host,
         conduit,
         lines,

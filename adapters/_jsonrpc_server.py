@@ -26,8 +26,6 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
 from typing import Any
 
-import attrs
-
 from codexcore._logging import get_logger
 from codexcore.protocol import Event, decode_event
 
@@ -50,6 +48,7 @@ from ._jsonrpc import (
 from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable, decode_params, standard_methods
 from ._native import Conduit, Lines, send_and_close
+from ._rpc_options import RpcOptions as RpcOptions  # its home before; still found here
 
 log = get_logger(__name__)
 
@@ -69,20 +68,10 @@ def current_call() -> Call:
     return _CURRENT_CALL.get()
 
 
-@attrs.frozen
-class RpcOptions:
-    """How JSON-RPC connections are served: their method table and their bound on calls.
-
-    ``session_id`` binds every connection to that live session (a per-session
-    control socket): its :meth:`RpcContext.session` attaches there instead of
-    creating one.
-    """
-
-    methods: MethodTable = attrs.field(factory=standard_methods, eq=False)
-    max_pending: int = 100
-    session_id: str | None = None
-    diagnostics: bool = False
-    """Send seed 000's opt-in ``run.diagnostics`` (``serve --diagnostics``)."""
+@functools.cache
+def _standard_table() -> MethodTable:
+    """The table of :class:`RpcOptions` without ``methods``: built once, on first use."""
+    return standard_methods()
 
 
 class ConnectionClosed(Exception):
@@ -445,17 +434,18 @@ class RpcConnection:
         self.host = host
         self.conduit = conduit
         self.lines = lines
+        methods = _standard_table() if options.methods is None else options.methods
         self.machine = RpcMachine(
             max_pending=options.max_pending,
             require_initialize=require_initialize,
-            exempt=options.methods.unbounded,
+            exempt=methods.unbounded,
         )
         self.outbox = Outbox(host.config.send_buffer_bytes, direct=self._write_through)
         self.ctx = RpcContext(
             host,
             self.machine,
             self.outbox,
-            options.methods,
+            methods,
             require_token=require_initialize,
             lossless=True,
             bound_session=options.session_id,

@@ -371,7 +371,8 @@ class AcpSession:
         waiter = self.waiters.get(event.id)
         if waiter is not None and (msg.TYPE in waiter.types or msg.TYPE == "error"):
             del self.waiters[event.id]
-            waiter.future.set_result(msg)
+            if not waiter.future.done():  # its request may have been cancelled (stdin closed)
+                waiter.future.set_result(msg)
             return
         prompt = self.prompt
         if prompt is None or event.id != prompt.sub_id:

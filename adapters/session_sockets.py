@@ -29,7 +29,7 @@ from codexcore._logging import get_logger
 from ._control_status import SessionStatus, statuses
 from ._dialect import Dialects
 from ._host import SessionHost
-from ._jsonrpc_server import RpcOptions
+from ._rpc_options import RpcOptions
 from .unix import UnixServer
 
 log = get_logger(__name__)

@@ -22,6 +22,7 @@ import selectors
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -130,6 +131,8 @@ class FdConduit:
         self._write_transport: asyncio.WriteTransport | None = None
         self._protocol: _WriteProtocol | None = None
         self._closed = False
+        self.answered = asyncio.Event()
+        """Set at the first write: the client has its first answer."""
 
     @classmethod
     async def open(cls, in_fd: int, out_fd: int) -> FdConduit:
@@ -160,6 +163,7 @@ class FdConduit:
         )
 
     def write(self, data: bytes) -> None:
+        self.answered.set()
         if self._write_transport is not None:
             self._write_transport.write(data)
             return
@@ -218,6 +222,7 @@ async def serve_stdio(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     dialects: Dialects | None = None,
+    after_first_answer: Callable[[], object] | None = None,
 ) -> int:
     """Serve one session over ``in_fd``/``out_fd`` until it ends; returns the exit code.
 
@@ -225,6 +230,9 @@ async def serve_stdio(
     submission), 1 when the output was lost, 2 when the optional ``hello``
     was refused. SIGTERM and SIGINT shut the session down in order too.
     The first line chooses the dialect, unless ``dialects`` forces one.
+    ``after_first_answer()`` is called once the first answer is written (and
+    flushed, if it can be): start-up work deferred past the client's first
+    wait, such as loading what the first Turn needs.
     """
     config = attrs.evolve(
         config or HostConfig(),
@@ -243,10 +251,23 @@ async def serve_stdio(
     conduit = await FdConduit.open(in_fd, out_fd)
     dialects = dialects or Dialects()
     log.info("serving stdio", protocol=dialects.protocol)  # signals now end it in order
+    deferred = None
+    if after_first_answer is not None:
+        deferred = asyncio.create_task(_after_answer(conduit, after_first_answer))
     try:
         return await serve_stdio_conduit(host, conduit, dialects, credential)
     finally:
+        if deferred is not None:
+            deferred.cancel()
         for signum in signals:
             loop.remove_signal_handler(signum)
         await host.aclose()
         conduit.abort()
+
+
+async def _after_answer(conduit: FdConduit, work: Callable[[], object]) -> None:
+    await conduit.answered.wait()
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(1.0):  # the answer leaves first; a stuck reader delays no more
+            await conduit.drain()
+    work()

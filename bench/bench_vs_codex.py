@@ -635,6 +635,8 @@ class Session:
 
     name: str
     startup: float = 0.0
+    startup_cpu: float = 0.0
+    """The server's CPU time (user + system, every thread) when it was ready."""
     turns: list[Turn] = field(default_factory=list)
     memory: TreeMemory = field(default_factory=TreeMemory)  # sampled between Turns
     exit_code: int | None = None
@@ -765,6 +767,7 @@ class SessionDriver:
             )
             peer.read_until(lambda event: event.get("id") == "configure")
             session.startup = time.perf_counter() - peer.began
+            session.startup_cpu = _cpu_seconds(peer.proc.pid)
             for number in range(1, turns + 1):
                 sub_id = f"turn-{number}"
 
@@ -784,6 +787,24 @@ class SessionDriver:
                 self._turn(session, peer, number, send, wait)
             self._close(session, peer)
         return session
+
+    def codexcore_jsonrpc_start(self) -> tuple[float, float]:
+        """``serve --stdio`` spawned to a JSON-RPC ``initialize`` answered (seed 000), then
+        closed: the start-up a JSON-RPC UI sees."""
+        runner = self.runner
+        argv = [str(CODEXCORE), "serve", "--stdio", "--cwd", str(runner.workdir)]
+        with tempfile.TemporaryFile() as err:
+            peer = StdioPeer(argv, runner.codexcore_env, runner.workdir, err)
+            params = {"protocol_version": "0", "client": {"name": "bench", "version": "0"}}
+            peer.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+            reply = peer.read_until(lambda m: m.get("id") == 1)[-1]
+            ready = time.perf_counter() - peer.began
+            cpu = _cpu_seconds(peer.proc.pid)
+            if "result" not in reply:
+                raise RuntimeError(f"codexcore initialize: {reply}")
+            if peer.close() != 0:
+                raise RuntimeError("codexcore serve --stdio (JSON-RPC) did not exit 0")
+        return ready, cpu
 
     def codex(self, turns: int) -> Session:
         runner, session = self.runner, Session("codex app-server")
@@ -821,6 +842,7 @@ class SessionDriver:
             )
             thread_id = started["thread"]["id"]
             session.startup = time.perf_counter() - peer.began
+            session.startup_cpu = _cpu_seconds(peer.proc.pid)
             for number in range(1, turns + 1):
 
                 def send(number: int = number) -> None:
@@ -1102,6 +1124,62 @@ def sessions(runner: Runner, turns: int, count: int) -> tuple[Table, list[str]]:
     return table, problems
 
 
+def startup(runner: Runner, runs: int) -> tuple[Table, list[str]]:
+    """Spawn to ready only, many times, alternating (``--startup-only``, or after the sessions)."""
+    driver = SessionDriver(runner)
+
+    def native() -> tuple[float, float]:
+        session = driver.codexcore(0)
+        return session.startup, session.startup_cpu
+
+    def codex() -> tuple[float, float]:
+        session = driver.codex(0)
+        return session.startup, session.startup_cpu
+
+    kinds: dict[str, Callable[[], tuple[float, float]]] = {
+        "`codexcore serve --stdio`, native (`configure_session` acknowledged)": native,
+        "`codexcore serve --stdio`, JSON-RPC (`initialize` answered)": (
+            driver.codexcore_jsonrpc_start
+        ),
+        "`codex app-server` (`initialize` and `thread/start` answered)": codex,
+    }
+    for start in kinds.values():  # warm-up
+        start()
+    walls: dict[str, list[float]] = collections.defaultdict(list)
+    cpus: dict[str, list[float]] = collections.defaultdict(list)
+    for index in range(runs):
+        order = list(kinds.items())
+        for name, start in order if index % 2 == 0 else reversed(order):
+            wall, cpu = start()
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    names = list(kinds)
+    codex_wall, codex_best = _median(walls[names[-1]]), min(walls[names[-1]])
+    codex_cpu = statistics.fmean(cpus[names[-1]])
+    table = Table(
+        "Start-up of a stdio server: spawn to ready for a Turn",
+        ["", "median", "best", "min - max", "median / Codex's", "best / Codex's best",
+         "CPU to ready (mean)", "CPU / Codex's"],
+    )  # fmt: skip
+    for name in names:
+        wall, cpu = walls[name], statistics.fmean(cpus[name])
+        table.add(
+            name, fmt_ms(_median(wall)), fmt_ms(min(wall)), _spread(wall),
+            f"{_median(wall) / codex_wall:.2f}", f"{min(wall) / codex_best:.2f}",
+            fmt_ms(cpu), f"{cpu / codex_cpu:.2f}",
+        )  # fmt: skip
+    ratios = [_median(walls[name]) / codex_wall for name in names[:2]]
+    table.note(
+        f"{runs} starts of each after a warm-up of each, alternating (order reversed every "
+        "other round); each server is closed (end of input) after it is ready. CPU to ready: "
+        "the server's user + system time, every thread, read from /proc at ready (10 ms "
+        "ticks, hence the mean). Goal: codexcore's median at most 1.0x Codex's: native "
+        f"**{verdict(ratios[0] <= 1.0)}** ({ratios[0]:.2f}), JSON-RPC "
+        f"**{verdict(ratios[1] <= 1.0)}** ({ratios[1]:.2f})."
+    )
+    return table, []
+
+
 # --- main -------------------------------------------------------------------------------
 
 
@@ -1145,6 +1223,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--sessions", type=int, help="stdio sessions of each side (default 3; quick 1)"
     )
     parser.add_argument(
+        "--startup-only",
+        action="store_true",
+        help="only the stdio servers' start-up (spawn to ready), --runs starts of each",
+    )
+    parser.add_argument(
         "--codex-version", default=CODEX_VERSION, help=f"@openai/codex to use ({CODEX_VERSION})"
     )
     return parser.parse_args(argv)
@@ -1178,6 +1261,10 @@ def main() -> int:
         write_codex_home(CODEX_HOME, server.base_url)
         runner = Runner(codex, server, model, Path(scratch))
         print(commands(runner), flush=True)
+        if args.startup_only:
+            startup(runner, runs)[0].print()
+            print(f"\nload average {os.getloadavg()[0]:.2f} at the end.", flush=True)
+            return 0
         bare_limits(runner, runs).print()
         time_table, _, failed = exec_task(runner, runs)
         time_table.print()
@@ -1188,6 +1275,7 @@ def main() -> int:
         session_table, failed = sessions(runner, args.turns, count)
         session_table.print()
         problems += failed
+        startup(runner, runs)[0].print()
         paths = ", ".join(f"{path} x{n}" for path, n in sorted(server.paths.items()))
         print(f"Requests the scripted server got, all clients: {paths}.", flush=True)
         if model.unexpected:

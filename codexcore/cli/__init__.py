@@ -3,9 +3,10 @@
 Each command lives in a module of its own (``_demo.py``, ``_schema.py`` …)
 exposing ``register(subparsers)``, which adds its parser and sets ``run``
 (``args -> exit code``) as the parser's default. Only the chosen command's
-dependencies are imported. Help texts come from the modules' docstrings,
-written in reStructuredText for the API docs; :func:`plain` turns them into the
-plain text a terminal shows.
+module (and so its dependencies) is imported: the others appear in the
+parser by their one-line summary alone (:data:`SUMMARIES`). Help texts come
+from the modules' docstrings, written in reStructuredText for the API docs;
+:func:`plain` turns them into the plain text a terminal shows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ from typing import Any, NoReturn
 from .._logging import LEVELS, configure_cli_logging
 
 COMMANDS = ("acp", "control", "demo", "doctor", "exec", "schema", "serve", "sessions")
+
+SUMMARIES = {
+    "acp": "be an Agent Client Protocol agent on stdio (Zed, JetBrains, Neovim)",
+    "control": "give a live session input, or interrupt it (seed 003's control messages)",
+    "demo": "run one Task offline against an embedded scripted model",
+    "doctor": "check the configuration and reach the model provider",
+    "exec": "run one Task in the terminal",
+    "schema": "print the JSON Schema (draft 2020-12) of every Submission and Event",
+    "serve": "serve the Submission/Event queue pair over stdio, TCP or a Unix socket",
+    "sessions": "list, show or prune recorded sessions",
+}
+"""Each command's ``help``, which its module registers: ``codexcore --help`` lists the
+commands without importing their modules. A command missing here is imported whenever
+the parser is built (correct, only slower)."""
 
 # ``text``, and :role:`target` with its optional ~ (show the last name only) and
 # the backslash-space that glues a role to a plural ("Submission\\ s").
@@ -68,7 +83,10 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser, every command in full; given the ``argv`` it will parse,
+    only the command ``argv`` names is built in full (none for ``codexcore --help``)."""
+    chosen = None if argv is None else _named_command(argv)
     parser = argparse.ArgumentParser(
         prog="codexcore",
         description="A Codex-style agent core: run a Task, serve the queue pair, "
@@ -83,8 +101,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"codexcore.cli._{name}").register(subparsers)
+        if argv is not None and name != chosen and name in SUMMARIES:
+            subparsers.add_parser(name, help=SUMMARIES[name], add_help=False)
+        else:
+            importlib.import_module(f"codexcore.cli._{name}").register(subparsers)
     return parser
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (nor the value
+    of ``--log-level``), if that is a command."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-level":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,7 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # they are made finds nothing. Commands call imports_done() once loaded.
     gc.disable()
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = build_parser(words).parse_args(words)
         if args.log_level not in LEVELS:
             print(f"codexcore: CODEXCORE_LOG must be one of {', '.join(LEVELS)}", file=sys.stderr)
             return 2

@@ -19,7 +19,7 @@ import asyncio
 import sys
 from typing import Any
 
-from . import plain
+from . import SUMMARIES, plain
 
 EXIT_USAGE = 2
 
@@ -27,7 +27,7 @@ EXIT_USAGE = 2
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "acp",
-        help="be an Agent Client Protocol agent on stdio (Zed, JetBrains, Neovim)",
+        help=SUMMARIES["acp"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example (Zed settings.json):\n"

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import plain
+from . import SUMMARIES, plain
 
 if TYPE_CHECKING:
     from .._config_control import ControlSettings
@@ -50,7 +50,7 @@ TOKEN_ENV = "CODEXCORE_CONTROL_TOKEN"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "control",
-        help="give a live session input, or interrupt it (seed 003's control messages)",
+        help=SUMMARIES["control"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"

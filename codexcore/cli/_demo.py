@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import plain
+from . import SUMMARIES, plain
 
 DEMO_COMMAND = ["bash", "-lc", "echo 'hello from a real subprocess' && uname -sm && ls"]
 
@@ -22,7 +22,7 @@ DEMO_COMMAND = ["bash", "-lc", "echo 'hello from a real subprocess' && uname -sm
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="run one Task offline against an embedded scripted model",
+        help=SUMMARIES["demo"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  codexcore demo          # answer the approval prompt\n"

@@ -18,7 +18,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import plain, version
+from . import SUMMARIES, plain, version
 
 if TYPE_CHECKING:
     from ..config import LoadedSettings, Settings
@@ -33,7 +33,7 @@ _EXHAUSTED = re.compile(r"^model request failed after \d+ attempts?: ")
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "doctor",
-        help="check the configuration and reach the model provider",
+        help=SUMMARIES["doctor"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"

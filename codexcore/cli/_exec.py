@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import plain
+from . import SUMMARIES, plain
 
 if TYPE_CHECKING:
     from ..adapters._host import Attachment
@@ -45,7 +45,7 @@ _UNREACHED = frozenset({"retries_exhausted", "transport_error"})
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "exec",
-        help="run one Task in the terminal",
+        help=SUMMARIES["exec"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="""examples:

@@ -7,11 +7,13 @@ import argparse
 import json
 from typing import Any
 
+from . import SUMMARIES
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "schema",
-        help="print the JSON Schema (draft 2020-12) of every Submission and Event",
+        help=SUMMARIES["schema"],
         description=(
             "Print the JSON Schema (draft 2020-12) of the whole native protocol, or with "
             "--openrpc the OpenRPC 1.3 document of the JSON-RPC dialect."

@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import plain
+from . import SUMMARIES, plain
 
 if TYPE_CHECKING:
     from ..adapters._dialect import Dialects
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="serve the Submission/Event queue pair over stdio, TCP or a Unix socket",
+        help=SUMMARIES["serve"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
@@ -154,8 +154,16 @@ def _say(message: str) -> None:
 
 
 def _import_serving_code() -> None:
-    """Load what serving needs now, so start-up's objects can be frozen at once."""
-    import codexcore.adapters._host
+    """Load what serving needs before its first answer, so start-up's objects can be
+    frozen at once (what a Task needs waits: :func:`_load_first_turn`)."""
+    import codexcore.adapters._host  # noqa: F401
+
+
+def _load_first_turn() -> None:
+    """What a Task needs and a first answer does not, loaded once that answer is out:
+    the model client with httpx (about a fifth of the imports) and the tool stack.
+    The UI gets its answer sooner, and its first Turn finds them loaded."""
+    import codexcore.engine._tools
     import codexcore.model._client  # noqa: F401
 
 
@@ -264,7 +272,7 @@ def _raise_fd_limit() -> None:
 
 def _dialects(args: argparse.Namespace) -> Dialects:
     from ..adapters._dialect import Dialects
-    from ..adapters._jsonrpc_server import RpcOptions
+    from ..adapters._rpc_options import RpcOptions
 
     diagnostics = args.diagnostics or os.environ.get("CODEXCORE_DIAGNOSTICS", "").strip() == "1"
     options = RpcOptions(max_pending=args.max_pending_requests, diagnostics=diagnostics)
@@ -274,7 +282,9 @@ def _dialects(args: argparse.Namespace) -> Dialects:
 async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_fd: int) -> int:
     from ..adapters.stdio import serve_stdio
 
-    return await serve_stdio(in_fd, out_fd, config, dialects=dialects)
+    return await serve_stdio(
+        in_fd, out_fd, config, dialects=dialects, after_first_answer=_load_first_turn
+    )
 
 
 async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:

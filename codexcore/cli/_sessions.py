@@ -12,13 +12,13 @@ import asyncio
 import sys
 from typing import Any
 
-from . import plain
+from . import SUMMARIES, plain
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "sessions",
-        help="list, show or prune recorded sessions",
+        help=SUMMARIES["sessions"],
         description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="""examples:

@@ -1,6 +1,7 @@
 """The engine: Codex, its Session, and the Tasks and Turns it runs."""
 
-from ..tools.exec import ExecResult
+from typing import TYPE_CHECKING, Any
+
 from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
 from ._config import CommandRunner, EngineConfig, SessionConfig
@@ -54,3 +55,16 @@ __all__ = [
     "recorded_agent_id",
     "supports_reasoning",
 ]
+
+if TYPE_CHECKING:
+    from ..tools.exec import ExecResult
+
+
+def __getattr__(name: str) -> Any:
+    # ExecResult on first use: the tool stack (commands, the reaper) loads when a
+    # command runs, not with the engine (tests/test_import_guard.py).
+    if name == "ExecResult":
+        from ..tools.exec import ExecResult
+
+        return ExecResult
+    raise AttributeError(f"module 'codexcore.engine' has no attribute {name!r}")

@@ -77,7 +77,7 @@ from ..protocol import (
     WarningEvent,
     decode_submission,
 )
-from ..tools.sandbox import SandboxStatus, probe_sandbox
+from ..tools._sandbox_status import SandboxStatus
 from ._approvals import Answer, TaskAborted
 from ._clients import ModelClientPool
 from ._compact import ContextWindowExceeded, auto_compact_limit
@@ -103,13 +103,12 @@ from ._rollout import (
 from ._session import RunningTask, Session, StopRequest, new_agent_id
 from ._skills import SkillCatalogues, list_skills, mention_parts, session_context
 from ._task import Task, TurnSettings
-from ._tools import ToolRouter
-from ._user_shell import BadCwd, resolve_cwd, run_user_shell, user_shell_record
 
 if TYPE_CHECKING:
     import httpx
 
     from ..model import ModelClient
+    from ._tools import ToolRouter
 
 log = get_logger(__name__)
 _T = TypeVar("_T")
@@ -119,6 +118,15 @@ _LOOP_ONLY = (
     "this engine's queues are loop-only (Codex(threadsafe=False)): "
     "use enqueue(), submit() and next_event() on its loop"
 )
+
+
+def _probe_sandbox() -> SandboxStatus:
+    """:func:`~codexcore.tools.sandbox.probe_sandbox`: the sandbox helpers load only when
+    a policy wants confinement (a ``danger-full-access`` session never loads them)."""
+    from ..tools.sandbox import probe_sandbox
+
+    return probe_sandbox()
+
 
 UNCONFINED = SandboxStatus("none", "the sandbox policy is danger-full-access")
 
@@ -607,7 +615,7 @@ class Codex:
             if session.sandbox is None:
                 # Starts bwrap once per process (then cached): off the loop, and
                 # only when a policy wants confinement.
-                session.sandbox = await asyncio.to_thread(probe_sandbox)
+                session.sandbox = await asyncio.to_thread(_probe_sandbox)
             kind, reason = session.sandbox.kind, session.sandbox.reason
         await self._emit(
             sub_id,
@@ -661,7 +669,7 @@ class Codex:
         session = self._require_session()
         confining = config.sandbox_policy.type != "danger-full-access"
         if confining and session.sandbox is None:
-            session.sandbox = await asyncio.to_thread(probe_sandbox)
+            session.sandbox = await asyncio.to_thread(_probe_sandbox)
         was_confining = session.config.sandbox_policy.type != "danger-full-access"
         if config != session.config:
             session.reconfigure(config)
@@ -758,6 +766,8 @@ class Codex:
         await asyncio.sleep(0)
         emit = self._emitter(sub_id)
 
+        from ._tools import ToolRouter  # the tool stack loads with the first Task
+
         def tools_for(config: SessionConfig) -> ToolRouter:
             confine = session.sandbox or sandbox
             return ToolRouter(
@@ -821,6 +831,8 @@ class Codex:
             config = self._turn_settings(op)
             return config, self._task_input(op, await self._mentioned(op, config.cwd))
         if isinstance(op, RunUserShellCommand):
+            from ._user_shell import BadCwd, resolve_cwd
+
             root = (self._session.config if self._session else self.config.session).cwd
             try:
                 return resolve_cwd(op.cwd, root)
@@ -980,6 +992,8 @@ class Codex:
         shell.add_done_callback(session.shells.discard)
 
     async def _run_user_shell(self, session: Session, sub: Submission, cwd: str) -> None:
+        from ._user_shell import run_user_shell, user_shell_record
+
         op = sub.op
         assert isinstance(op, RunUserShellCommand)
         result = await run_user_shell(

@@ -53,7 +53,6 @@ from ..protocol import (
     McpStartupStatus,
     McpStartupUpdate,
 )
-from ..tools._reaper import REAPER_ENV_VAR, reaper
 
 if TYPE_CHECKING:
     from ._mcp_client import Connection
@@ -416,6 +415,8 @@ class McpManager:
             raise
 
     async def _spawn(self, server: _Server) -> asyncio.subprocess.Process:
+        from ..tools._reaper import REAPER_ENV_VAR, reaper  # with the first server only
+
         config = server.config
         assert config.command is not None, "a stdio server has a command (config checks)"
         env = {name: os.environ[name] for name in INHERITED_ENV if name in os.environ}
@@ -453,6 +454,8 @@ async def _keep_tail(stream: asyncio.StreamReader, server: _Server) -> None:
 async def _end_process(process: asyncio.subprocess.Process) -> None:
     """Close stdin, give the server a moment to exit, then kill its whole group
     (whatever it started too) and reap it. Runs to its end even when cancelled."""
+    from ..tools._reaper import reaper
+
     done = asyncio.ensure_future(_stop_group(process))
     while not done.done():
         try:

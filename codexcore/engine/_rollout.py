@@ -470,7 +470,7 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
             if kind != "tool_outputs":
                 _close_unanswered(history)
             history.replay(kind, tuple(record.get("items") or ()), record.get("response_id"))
-        elif kind == "event" and record["event"].get("msg", {}).get("type") == "token_count":
+        elif kind == "event" and _is_token_count(record.get("event")):
             last_count = record["event"]
     if meta is None:
         raise BadRollout(path, _missing("session_meta", path, number))
@@ -480,6 +480,12 @@ def load_session(home: Path, session_id: str) -> LoadedSession:
     return LoadedSession(
         session_id, config, history, path, _token_total(last_count), agent_id_of(meta)
     )
+
+
+def _is_token_count(event: Any) -> bool:
+    """Whether a recorded event is a ``token_count`` (any other shape is not one)."""
+    msg = event.get("msg") if isinstance(event, dict) else None
+    return isinstance(msg, dict) and msg.get("type") == "token_count"
 
 
 def _token_total(recorded: dict[str, Any] | None) -> TokenUsage | None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..protocol import AbortReason, StopKind, TaskComplete, TokenUsage
-from ..tools.sandbox import SandboxStatus
+from ..tools._sandbox_status import SandboxStatus
 from ._approvals import Approvals
 from ._clients import ModelClientPool
 from ._config import SessionConfig

@@ -63,11 +63,11 @@ from ._requests import (
     reasoning_text,
     user_message_event,
 )
-from ._tools import ToolRouter
 from ._turn_diff import TurnDiffTracker
 
 if TYPE_CHECKING:
     from ..model import ModelClient  # httpx: loaded on first use, not with the engine
+    from ._tools import ToolRouter
 
 Emit = Callable[[EventMsg], Awaitable[None]]
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
-from ..tools.apply_patch import unified_diff
-
 MAX_FILES = 5_000
 MAX_FILE_BYTES = 1 << 20
 MAX_TOTAL_BYTES = 64 << 20
@@ -65,6 +63,8 @@ class TurnDiffTracker:
         return "".join(parts)
 
     def _file_diff(self, path: str, before: str | None, after: str | None) -> str:
+        from ..tools.apply_patch import unified_diff  # the patch tools load with a first change
+
         shown = os.path.relpath(path, self._cwd) if _under(path, self._cwd) else path
         # unified_diff shows an absolute path bare and a relative one under a/ and b/.
         a, b = (shown, shown) if os.path.isabs(shown) else (f"a/{shown}", f"b/{shown}")

@@ -54,6 +54,7 @@ from attrs import field, frozen, validators
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
 from codexcore.tools import _seccomp
+from codexcore.tools._sandbox_status import SandboxStatus as SandboxStatus
 
 _log = get_logger(__name__)
 
@@ -87,20 +88,6 @@ class SandboxSpec(Value):
     mode: SandboxMode = field(validator=validators.in_(SANDBOX_MODES))
     writable_roots: tuple[str, ...] = ()
     network_access: bool = False
-
-
-@frozen(repr=False, eq=False)
-class SandboxStatus(Value):
-    """Whether commands can be confined here, as found by :func:`probe_sandbox`.
-
-    ``kind == "bwrap"``: ``executable`` is the absolute path of a bwrap that
-    started a sandbox; pass it to :func:`wrap_command`. ``kind == "none"``:
-    ``reason`` says why there is no confinement, in words for the user.
-    """
-
-    kind: Literal["bwrap", "none"]
-    reason: str | None = None
-    executable: str | None = None
 
 
 def probe_sandbox(bwrap: str | None = None) -> SandboxStatus:

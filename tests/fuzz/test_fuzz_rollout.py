@@ -139,6 +139,9 @@ def _replacing(index: int, record: dict[str, Any]) -> bytes:
 @example(body=_replacing(0, {"type": "session_meta", "session_id": "s", "forked_from": False}))
 @example(body=_replacing(5, {"type": "fork", "items": 1, "response_id": "resp_1"}))
 @example(body=_replacing(2, {"type": "turn", "items": []}))
+# An event record whose event has no message (found by this test, 2026-11-25).
+@example(body=_replacing(6, {"type": "event", "event": {"id": "x", "seq": 0, "msg": None}}))
+@example(body=_replacing(6, {"type": "event", "event": None}))
 @example(
     body=_replacing(
         3,
