@@ -317,12 +317,7 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
         _say(f"cannot serve: {exc}")
         await shutdown(host, listeners, grace=1.0)
         return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    _say("shutting down")
+    await until_signalled()
     await shutdown(host, listeners, grace=config.stuck_timeout)
     if sockets is not None:
         await sockets.aclose()
@@ -350,3 +345,13 @@ def _session_sockets(
 
 def _loopback(address: str) -> bool:
     return address in ("localhost", "::1") or address.startswith("127.")
+
+
+async def until_signalled() -> None:
+    """Wait for SIGTERM or SIGINT: how a server is asked to shut down."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    _say("shutting down")

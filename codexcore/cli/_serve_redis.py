@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -119,6 +118,7 @@ async def _serve(args: argparse.Namespace, config: Any) -> int:
 
 async def _serve_roles(args: argparse.Namespace, config: Any, pool: RedisPool) -> int:
     from ..adapters._server import shutdown
+    from ._serve import until_signalled
 
     if args.role in ("worker", "all"):
         worker = pool.worker(config.engine, name=args.worker_name)
@@ -134,12 +134,7 @@ async def _serve_roles(args: argparse.Namespace, config: Any, pool: RedisPool) -
             _say(f"cannot serve: {exc}")
             await shutdown(host, listeners, grace=1.0)
             return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    _say("shutting down")
+    await until_signalled()
     if host is not None:
         await shutdown(host, listeners, grace=config.stuck_timeout)
     return 0
