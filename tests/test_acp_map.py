@@ -153,6 +153,15 @@ def test_only_the_acp_command_loads_the_acp_package() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
+def test_the_acp_agent_loads_the_mcp_sdk_only_for_a_session_with_servers() -> None:
+    script = (
+        "import sys, codexcore.adapters.acp, codexcore.adapters._acp_map\n"
+        "print('mcp' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
 @pytest.mark.anyio
 async def test_the_engine_hands_unconfined_commands_to_its_command_runner(tmp_path: Path) -> None:
     """The engine seam the ACP agent's editor terminals use: unconfined commands go to
