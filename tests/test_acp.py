@@ -501,7 +501,7 @@ async def test_initialize_says_what_the_agent_takes_and_images_only_for_known_mo
 
 
 async def test_the_models_plan_reaches_the_editor_as_plan_updates(tmp_path: Path) -> None:
-    first = {
+    first: dict[str, Any] = {
         "explanation": "The test points at the parser.",
         "plan": [
             {"step": "Read the failing test", "status": "completed"},

@@ -254,7 +254,7 @@ def test_acp_refuses_stdio_that_is_no_pipe_and_writes_nothing_to_stdout(tmp_path
 
 
 def test_an_mcp_approval_is_a_tool_call_only_for_a_server_of_the_session(tmp_path: Path) -> None:
-    m = ToolCallMapper(str(tmp_path), {}.get, 400_000, frozenset({"demo"}))
+    m = ToolCallMapper(str(tmp_path), lambda _: None, 400_000, frozenset({"demo"}))
     ask = ExecApprovalRequest("m1", ("mcp", "demo", "erase", '{"path": "x"}'), str(tmp_path))
     [pending] = updates(m, ask)
     assert (pending.kind, pending.title, pending.status) == ("other", "demo.erase", "pending")
@@ -266,7 +266,7 @@ def test_an_mcp_approval_is_a_tool_call_only_for_a_server_of_the_session(tmp_pat
 
 
 def test_mcp_results_failures_and_refusals(tmp_path: Path) -> None:
-    m = ToolCallMapper(str(tmp_path), {}.get, 400_000, frozenset({"demo"}))
+    m = ToolCallMapper(str(tmp_path), lambda _: None, 400_000, frozenset({"demo"}))
     called = McpInvocation("demo", "look", {"q": 1})
     took = Duration(0, 5)
     [start] = updates(m, McpToolCallBegin("m1", called))
