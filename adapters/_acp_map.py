@@ -19,16 +19,27 @@ Event -> update, one row each (``ToolCallMapper.updates``):
 ``apply_patch_approval_request``  ``tool_call`` kind edit, pending, ``diff`` content, locations
 ``patch_apply_begin``             ``tool_call`` edit in_progress (or an update)
 ``patch_apply_end``               ``tool_call_update`` completed / failed
+``exec_approval_request`` of MCP  ``tool_call`` kind other, title ``server.tool``, pending
+                                  (its command is ``["mcp", server, tool, args]``)
+``mcp_tool_call_begin``           ``tool_call`` other in_progress (or an update)
+``mcp_tool_call_end``             ``tool_call_update`` completed / failed, the result's
+                                  content (text, images) and the result as raw output
 ``token_count``                   ``usage_update`` (and the prompt's ``usage``)
 ``warning``, ``stream_error``     ``agent_thought_chunk`` naming it
-``plan_update``                   not yet: the engine has no plan event (the integrator
-                                  adds the row: ``AgentPlanUpdate`` from its entries)
+``plan_update``                   ``plan``: one ``PlanEntry`` per step, status as is,
+                                  priority ``medium`` (see :func:`plan_entries`); the
+                                  explanation, if any, as an ``agent_thought_chunk``
 ================================  ===================================================
+
+An approval request is an MCP call's only when its command names one of the
+session's MCP servers (``mcp_servers``): a shell command that happens to be
+called ``mcp`` stays a command.
 """
 
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import shlex
 from collections.abc import Callable, Iterable
@@ -37,9 +48,12 @@ from typing import Any
 import attrs
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
+    ImageContentBlock,
+    PlanEntry,
     SessionMode,
     SessionModeState,
     TerminalToolCallContent,
@@ -74,6 +88,7 @@ Update = (
     | ToolCallStart
     | ToolCallProgress
     | UsageUpdate
+    | AgentPlanUpdate
 )
 
 OUTPUT_SHOWN = 64 * 1024
@@ -220,6 +235,7 @@ class ToolCallMapper:
     cwd: str
     read_file: FileReader
     context_window: int
+    mcp_servers: frozenset[str] = frozenset()
     calls: dict[str, ToolCallState] = attrs.field(factory=dict)
     streamed_message: bool = False
     streamed_reasoning: bool = False
@@ -262,10 +278,32 @@ class ToolCallMapper:
         used = msg.input_tokens + msg.output_tokens
         return [UsageUpdate(session_update="usage_update", used=used, size=self.context_window)]
 
+    def _plan(self, msg: Any) -> list[Update]:
+        updates: list[Update] = []
+        if msg.explanation:
+            updates.append(thought_chunk(f"[plan] {msg.explanation}\n"))
+        updates.append(AgentPlanUpdate(session_update="plan", entries=plan_entries(msg.plan)))
+        return updates
+
     # --- commands
 
     def _exec_request(self, msg: Any) -> list[Update]:
+        called = self.mcp_call_of(msg.command)
+        if called is not None:
+            return [self._mcp_start(msg.call_id, *called, "pending")]
         return [self._start(msg.call_id, "execute", shlex.join(msg.command), "pending", msg)]
+
+    def mcp_call_of(self, command: Iterable[str]) -> tuple[str, str, Any] | None:
+        """``(server, tool, arguments)`` when ``command`` is how the engine asks about a
+        call of a tool of one of this session's MCP servers, else None."""
+        argv = list(command)
+        if len(argv) != 4 or argv[0] != "mcp" or argv[1] not in self.mcp_servers:
+            return None
+        try:
+            arguments = json.loads(argv[3])
+        except ValueError:
+            return None
+        return argv[1], argv[2], arguments
 
     def _exec_begin(self, msg: Any) -> list[Update]:
         if msg.source != "agent":
@@ -297,6 +335,51 @@ class ToolCallMapper:
             content = [_content(_fenced(_tail(state.output)) + f"\n\n{said}")]
         status: ToolCallStatus = "completed" if ok else "failed"
         return [self.progress(msg.call_id, status=status, content=content, raw_output=raw)]
+
+    # --- MCP tool calls
+
+    def _mcp_begin(self, msg: Any) -> list[Update]:
+        state = self.calls.get(msg.call_id)
+        if state is not None:
+            # Refused already (the engine still reports the denied call): it stays failed.
+            return [] if state.finished else [self.progress(msg.call_id, status="in_progress")]
+        called = msg.invocation
+        return [self._mcp_start(msg.call_id, called.server, called.tool, called.arguments)]
+
+    def _mcp_end(self, msg: Any) -> list[Update]:
+        state = self.calls.get(msg.call_id)
+        if state is None or state.finished:
+            return []
+        state.finished = True
+        result = msg.result if isinstance(msg.result, dict) else {}
+        ok = result.get("Ok")
+        if not isinstance(ok, dict):
+            why = str(result.get("Err") or "the call failed")
+            return [self.refused_call(msg.call_id, why)]
+        status: ToolCallStatus = "failed" if ok.get("isError") else "completed"
+        content = _mcp_content(ok)
+        return [self.progress(msg.call_id, status=status, content=content, raw_output=ok)]
+
+    def _mcp_start(
+        self,
+        call_id: str,
+        server: str,
+        tool: str,
+        arguments: Any,
+        status: ToolCallStatus = "in_progress",
+    ) -> ToolCallStart:
+        shown = json.dumps(arguments, indent=2, ensure_ascii=False)
+        return self._announce(
+            ToolCallStart(
+                session_update="tool_call",
+                tool_call_id=call_id,
+                title=f"{server}.{tool}",
+                kind="other",
+                status=status,
+                content=[_content(_fenced(shown))] if arguments else None,
+                raw_input={"server": server, "tool": tool, "arguments": arguments},
+            )
+        )
 
     # --- patches
 
@@ -411,6 +494,36 @@ class ToolCallMapper:
         return [cid for cid, state in self.calls.items() if not state.finished]
 
 
+def plan_entries(plan: Iterable[Any]) -> list[PlanEntry]:
+    """The model's plan steps as ACP plan entries, in order.
+
+    ``update_plan`` has no priorities, so every entry is ``medium``: the plan's
+    order is the model's sequence, and ``high`` or ``low`` would claim a
+    ranking it never made (``medium`` is the neutral middle, as Codex's own ACP
+    agent writes it). The three statuses are the same in both protocols."""
+    return [PlanEntry(content=item.step, priority="medium", status=item.status) for item in plan]
+
+
+def _mcp_content(result: dict[str, Any]) -> list[Any]:
+    """A ``CallToolResult``'s content as a tool call shows it: text and images as
+    they are (MCP's content blocks are ACP's), anything else as its JSON; the
+    structured content when there is no content."""
+    shown: list[Any] = []
+    for block in result.get("content") or []:
+        if isinstance(block, dict) and block.get("type") == "text":
+            shown.append(_content(str(block.get("text", ""))))
+        elif isinstance(block, dict) and block.get("type") == "image":
+            image = ImageContentBlock(
+                type="image", data=str(block.get("data", "")), mime_type=str(block.get("mimeType"))
+            )
+            shown.append(ContentToolCallContent(type="content", content=image))
+        else:
+            shown.append(_content(_fenced(json.dumps(block, ensure_ascii=False))))
+    if not shown and result.get("structuredContent") is not None:
+        shown.append(_content(_fenced(json.dumps(result["structuredContent"], indent=2))))
+    return shown
+
+
 def terminal(terminal_id: str) -> TerminalToolCallContent:
     return TerminalToolCallContent(type="terminal", terminal_id=terminal_id)
 
@@ -439,6 +552,7 @@ _ROWS: dict[str, Callable[[ToolCallMapper, Any], list[Update]]] = {
     "token_count": ToolCallMapper._usage,
     "warning": ToolCallMapper._notice,
     "stream_error": ToolCallMapper._notice,
-    # "plan_update": the engine's plan event is being added in parallel; its row
-    # maps the entries to acp.schema.AgentPlanUpdate(entries=[PlanEntry(...)]).
+    "mcp_tool_call_begin": ToolCallMapper._mcp_begin,
+    "mcp_tool_call_end": ToolCallMapper._mcp_end,
+    "plan_update": ToolCallMapper._plan,
 }

@@ -13,7 +13,9 @@ Method -> engine, one row each:
                          kept (``fs`` read/write; ``terminal``: unconfined commands
                          run in editor terminals, :mod:`._acp_terminal`)
 ``session/new``          a new engine, ``configure_session {cwd}``; the editor's
-                         MCP servers go through :func:`client_mcp_servers`
+                         MCP servers (:func:`editor_mcp_servers`) are that engine's,
+                         beside config.toml's (the editor's win a name clash);
+                         a server that fails to start is reported as a message
 ``session/load``         ``get_history`` replayed as updates, ``resume_session``
 ``session/list``         the recorded sessions (``list_sessions``), 50 a page
 ``session/prompt``       ``user_input`` (text, images, resource links, embedded
@@ -27,7 +29,10 @@ Method -> engine, one row each:
                          :meth:`AcpSession.switch_policies`; ``current_mode_update``
 approvals                ``session/request_permission``: allow once / always, reject
                          once / always -> approved, approved_for_session, denied
-                         (remembered for that command), denied; cancelled -> denied
+                         (remembered for that command), denied; cancelled -> denied.
+                         An MCP call's (command ``["mcp", server, tool, args]``)
+                         is asked as the tool call ``server.tool``: allow always
+                         allows that tool, reject always rejects it, for the session
 =======================  ==========================================================
 
 Events -> ``session/update``: see :mod:`codexcore.adapters._acp_map`.
@@ -54,12 +59,14 @@ from acp.schema import (
     ClientCapabilities,
     CurrentModeUpdate,
     EmbeddedResourceContentBlock,
+    HttpMcpServer,
     ImageContentBlock,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
+    McpServerStdio,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
@@ -81,6 +88,7 @@ from codexcore.engine import (
     Codex,
     EngineClosed,
     EngineConfig,
+    McpServerConfig,
     ModelClientPool,
     context_window,
     default_home,
@@ -104,6 +112,7 @@ from codexcore.protocol import (
     ImageInput,
     InputItem,
     Interrupt,
+    McpStartupUpdate,
     OverrideTurnContext,
     PatchApplyBegin,
     PatchApplyEnd,
@@ -136,7 +145,7 @@ from ._acp_terminal import ClientTerminals
 
 log = get_logger(__name__)
 
-__all__ = ["CodexAgent", "NotAPipe", "client_mcp_servers", "serve_acp"]
+__all__ = ["CodexAgent", "NotAPipe", "editor_mcp_servers", "serve_acp"]
 
 READ_LIMIT = 1024 * 1024
 """The most of one linked file (a resource link in a prompt) read from disk, in bytes."""
@@ -163,19 +172,49 @@ DECISIONS: dict[str | None, tuple[ReviewDecision, str | None]] = {
 """Permission option (None: cancelled) -> the approval decision and what the model is told."""
 
 
-def client_mcp_servers(servers: Sequence[Any]) -> list[str]:
-    """What becomes of the MCP servers an editor lists in ``session/new`` or ``session/load``.
+MCP_PERMISSION_OPTIONS = (
+    PERMISSION_OPTIONS[0],
+    PermissionOption(
+        option_id="allow_always", name="Allow this tool for this session", kind="allow_always"
+    ),
+    PERMISSION_OPTIONS[2],
+    PermissionOption(
+        option_id="reject_always", name="Reject this tool for this session", kind="reject_always"
+    ),
+)
+"""The options of an MCP call's permission request: "always" covers the tool, whatever
+its arguments (the engine approves that tool for the session)."""
 
-    codexcore's engine runs no MCP servers yet, so none is started: each is
-    reported back (in the response's ``_meta`` and as a message before the
-    first prompt's answer), never silently dropped. Returns one notice per server.
-    This is the one place to switch once the engine runs MCP servers.
+
+def editor_mcp_servers(servers: Sequence[Any]) -> tuple[dict[str, McpServerConfig], list[str]]:
+    """The MCP servers an editor lists in ``session/new`` or ``session/load``, as the
+    engine's server configurations by name, and a notice for each one not started.
+
+    stdio servers (``command``, ``args``, ``env``) and streamable-HTTP ones (``url``,
+    ``headers``) run as the session's own; SSE servers (the protocol's older HTTP
+    transport, which the engine does not speak, and which ``initialize`` does not
+    offer) are reported back, never silently dropped. A later server of the same
+    name replaces an earlier one.
     """
-    return [
-        f"MCP server {getattr(server, 'name', '?')!r} was not started: "
-        "codexcore does not run MCP servers from the editor yet."
-        for server in servers
-    ]
+    configs: dict[str, McpServerConfig] = {}
+    notices: list[str] = []
+    for server in servers:
+        if isinstance(server, McpServerStdio):
+            env = {variable.name: variable.value for variable in server.env}
+            configs[server.name] = McpServerConfig(
+                command=server.command, args=tuple(server.args), env=env
+            )
+        elif isinstance(server, HttpMcpServer):
+            headers = {header.name: header.value for header in server.headers}
+            configs[server.name] = McpServerConfig(url=server.url, http_headers=headers)
+        else:
+            name = getattr(server, "name", "?")
+            kind = getattr(server, "type", type(server).__name__)
+            notices.append(
+                f"MCP server {name!r} was not started: codexcore does not speak its "
+                f"transport ({kind}); use stdio or streamable HTTP."
+            )
+    return configs, notices
 
 
 @attrs.define
@@ -207,9 +246,17 @@ class _Prompt:
 class AcpSession:
     """One ACP session: an engine, the pump that maps its events, the prompt in flight."""
 
-    def __init__(self, agent: CodexAgent, cwd: str) -> None:
+    def __init__(
+        self, agent: CodexAgent, cwd: str, mcp_servers: dict[str, McpServerConfig]
+    ) -> None:
         self.agent = agent
         config = agent.config
+        clashes = sorted(set(mcp_servers) & set(config.mcp_servers))
+        if clashes:
+            log.info("editor mcp servers replace configured ones", servers=clashes)
+        servers = {**config.mcp_servers, **mcp_servers}
+        config = attrs.evolve(config, mcp_servers=servers)
+        self.mcp_names = frozenset(servers)
         if agent.client_capabilities.terminal:
             config = attrs.evolve(config, command_runner=ClientTerminals(self).run)
         self.codex = Codex(config, clients=agent.clients, threadsafe=False)
@@ -235,7 +282,7 @@ class AcpSession:
 
     def _mapper(self) -> ToolCallMapper:
         window = context_window(self.agent.config.session.model)
-        return ToolCallMapper(self.cwd, _read_disk, window)
+        return ToolCallMapper(self.cwd, _read_disk, window, self.mcp_names)
 
     # --- engine calls ---------------------------------------------------------
 
@@ -376,7 +423,7 @@ class AcpSession:
             return
         prompt = self.prompt
         if prompt is None or event.id != prompt.sub_id:
-            self._aside(event)
+            await self._aside(event)
             return
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             await self._approval(msg)
@@ -408,14 +455,23 @@ class AcpSession:
         self.mapper.calls[call_id].terminal_id = terminal_id
         await self.send(self.mapper.progress(call_id, content=[terminal(terminal_id)]))
 
-    def _aside(self, event: Event) -> None:
-        """An event outside a prompt (under a configure, say): a warning is kept
-        for the next prompt, so the user still reads it; errors here answer our
-        own late approvals (after a cancel) and are only logged."""
-        if isinstance(event.msg, WarningEvent):
-            self.notices.append(f"warning: {event.msg.message}")
+    async def _aside(self, event: Event) -> None:
+        """An event outside a prompt (under a configure, say): a warning, or an MCP
+        server that failed to start, is shown at once if a prompt runs, else kept
+        for the next prompt, so the user still reads it; errors here answer our own
+        late approvals (after a cancel) and are only logged."""
+        msg = event.msg
+        if isinstance(msg, WarningEvent):
+            notice = f"warning: {msg.message}"
+        elif isinstance(msg, McpStartupUpdate) and msg.status.state == "failed":
+            notice = f"MCP server {msg.server!r} failed to start: {msg.status.error}"
         else:
-            log.debug("event outside a prompt", type=event.msg.TYPE, id=event.id)
+            log.debug("event outside a prompt", type=msg.TYPE, id=event.id)
+            return
+        if self.prompt is not None:
+            await self.send(message_chunk(notice + "\n\n"))
+        else:
+            self.notices.append(notice)
 
     async def send(self, update: Update | CurrentModeUpdate) -> None:
         await self.agent.conn.session_update(session_id=self.id, update=update)
@@ -425,7 +481,7 @@ class AcpSession:
     async def _approval(self, msg: ExecApprovalRequest | ApplyPatchApprovalRequest) -> None:
         for update in self.mapper.updates(msg):
             await self.send(update)
-        command = tuple(msg.command) if isinstance(msg, ExecApprovalRequest) else None
+        command = self._rejection_key(msg)
         if command is not None and command in self.rejected:
             why = "rejected earlier in this session (reject always)"
             await self.send(self.mapper.refused_call(msg.call_id, why))
@@ -437,14 +493,25 @@ class AcpSession:
         self.asking.add(task)
         task.add_done_callback(self.asking.discard)
 
+    def _rejection_key(
+        self, msg: ExecApprovalRequest | ApplyPatchApprovalRequest
+    ) -> tuple[str, ...] | None:
+        """What "reject always" remembers: the command, or an MCP call's tool."""
+        if not isinstance(msg, ExecApprovalRequest):
+            return None
+        called = self.mapper.mcp_call_of(msg.command)
+        return ("mcp", called[0], called[1]) if called else tuple(msg.command)
+
     async def _ask(
         self, msg: ExecApprovalRequest | ApplyPatchApprovalRequest, command: Any
     ) -> None:
         tool_call = self.mapper.permission_view(msg.call_id)
+        is_mcp = isinstance(msg, ExecApprovalRequest) and self.mapper.mcp_call_of(msg.command)
+        options = MCP_PERMISSION_OPTIONS if is_mcp else PERMISSION_OPTIONS
         choice: str | None = None
         try:
             response = await self.agent.conn.request_permission(
-                session_id=self.id, tool_call=tool_call, options=list(PERMISSION_OPTIONS)
+                session_id=self.id, tool_call=tool_call, options=list(options)
             )
             outcome = response.outcome
             choice = outcome.option_id if outcome.outcome == "selected" else None
@@ -571,7 +638,8 @@ class CodexAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=self.takes_images, audio=False, embedded_context=True
                 ),
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
+                # Streamable HTTP is the engine's own transport; SSE it does not speak.
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             agent_info=Implementation(name="codexcore", title="codexcore", version=__version__),
             auth_methods=[],
@@ -580,7 +648,7 @@ class CodexAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Sequence[Any] | None = None, **_: Any
     ) -> NewSessionResponse:
-        session = await self._open(cwd)
+        session = await self._open(cwd, mcp_servers)
         try:
             await session.configure(ConfigureSession(cwd=cwd))
         except BaseException:
@@ -597,7 +665,7 @@ class CodexAgent:
         session = self.sessions.get(session_id)
         fresh = session is None
         if session is None:
-            session = await self._open(cwd)
+            session = await self._open(cwd, mcp_servers)
         try:
             events = await session.history(session_id)
             if fresh:
@@ -612,22 +680,36 @@ class CodexAgent:
         await self._replay(session, events)
         return LoadSessionResponse(modes=session.modes(), field_meta=_meta(session.notices))
 
-    async def _open(self, cwd: str) -> AcpSession:
+    async def _open(self, cwd: str, mcp_servers: Sequence[Any] | None) -> AcpSession:
+        """A new session's engine; the editor's MCP servers start with its Session."""
         if not os.path.isabs(cwd) or not await asyncio.to_thread(os.path.isdir, cwd):
             raise RequestError(
                 -32602, f"cwd must be an absolute path to a directory: {cwd!r}", None
             )
-        session = AcpSession(self, cwd)
+        servers, notices = editor_mcp_servers(mcp_servers or ())
+        session = AcpSession(self, cwd, servers)
+        session.notices += notices
         await session.start()
         return session
 
     def _register(self, session: AcpSession, mcp_servers: Sequence[Any] | None) -> None:
+        """Keep ``session``. A session loaded again keeps the MCP servers it runs: the
+        editor's servers it does not run are reported, not started."""
+        known = self.sessions.get(session.id) is session
         self.sessions[session.id] = session
-        session.notices += client_mcp_servers(mcp_servers or ())
+        if known:
+            missing = [s.name for s in mcp_servers or () if s.name not in session.mcp_names]
+            session.notices += [
+                f"MCP server {name!r} was not started: the session was already running "
+                "and keeps the servers it started with."
+                for name in missing
+            ]
 
     async def _replay(self, session: AcpSession, events: list[Event]) -> None:
         """A recorded session as updates: messages, and tool calls in their final state."""
-        mapper = ToolCallMapper(session.cwd, _read_disk, session.mapper.context_window)
+        mapper = ToolCallMapper(
+            session.cwd, _read_disk, session.mapper.context_window, session.mcp_names
+        )
         for event in events:
             for update in mapper.updates(event.msg):
                 await session.send(update)

@@ -15,7 +15,15 @@ server, in this process), measured in the same rounds, the order rotated:
 
 Each round waits for the whole answer (the prompt's response, ``task_complete``,
 the end of the body) before the next one starts. Median and p90 over the
-rounds; the ratio is ACP over native. Run
+rounds; the ratio is ACP over native.
+
+Then an editor's MCP server (``mcpServers`` of ``session/new``: a real stdio
+server written with ``MCPServer``, tests/mcp_server.py): the scripted model
+calls its ``add`` tool each round; measured is the call as the editor sees it,
+from the ``tool_call`` (in progress) notification to the ``tool_call_update``
+completed reaching the client, beside the bare limit: the SDK's own
+``ClientSession.call_tool`` of the same tool on a server of its own in this
+process; rounds interleaved. Run
 ``.venv/bin/python bench/bench_acp.py`` (``--quick`` for a smoke run).
 """
 
@@ -35,10 +43,17 @@ import orjson
 from _common import Table, fmt_ms, header, median, parse_args, percentile
 from acp import spawn_agent_process, text_block
 from acp.client.connection import ClientSideConnection
+from acp.schema import McpServerStdio
 
-from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
+from codexcore.testing import (
+    ScriptedModel,
+    ScriptedResponsesServer,
+    function_call_response,
+    text_response,
+)
 
 PY = sys.executable
+SERVER = str(Path(__file__).resolve().parent.parent / "tests" / "mcp_server.py")
 ANSWER = "Here is the answer you asked for, in a few chunks."
 
 
@@ -155,6 +170,90 @@ async def measure(rounds: int, warmup: int, home: Path, cwd: Path) -> dict[str, 
     return times
 
 
+class ToolCallWatch(FirstChunk):
+    """The ACP client side: notes when a tool call is announced and when it completes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: asyncio.Future[float] | None = None
+        self.completed: asyncio.Future[float] | None = None
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        now = time.perf_counter()
+        kind, status = update.session_update, getattr(update, "status", None)
+        if kind == "tool_call" and self.started and not self.started.done():
+            self.started.set_result(now)
+        done = self.completed
+        if kind == "tool_call_update" and status == "completed" and done and not done.done():
+            done.set_result(now)
+
+
+async def acp_mcp_round(conn: ClientSideConnection, client: ToolCallWatch, session: str) -> float:
+    loop = asyncio.get_running_loop()
+    client.started, client.completed = loop.create_future(), loop.create_future()
+    response = await conn.prompt(session_id=session, prompt=[text_block("add them")])
+    assert response.stop_reason == "end_turn", response
+    return await client.completed - await client.started
+
+
+async def measure_mcp(rounds: int, warmup: int, home: Path, cwd: Path) -> dict[str, list[float]]:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    script = []
+    for n in range(rounds + warmup):
+        script += [
+            function_call_response("demo__add", {"a": 1, "b": 2}, call_id=f"m{n}"),
+            text_response("3"),
+        ]
+    times: dict[str, list[float]] = {"acp": [], "bare": []}
+    client = ToolCallWatch()
+    demo = McpServerStdio(name="demo", command=PY, args=[SERVER], env=[])
+    bare_params = StdioServerParameters(command=PY, args=[SERVER])
+    async with (
+        ScriptedResponsesServer(ScriptedModel(script)) as server,
+        spawn_agent_process(
+            client,  # type: ignore[arg-type]
+            PY, "-m", "codexcore", "acp", env=env(server.base_url, str(home)), cwd=cwd,
+            transport_kwargs={"stderr": asyncio.subprocess.DEVNULL},
+        ) as (conn, _),
+        stdio_client(bare_params) as (read, write),
+        ClientSession(read, write) as bare,
+    ):  # fmt: skip
+        await bare.initialize()
+        await bare.list_tools()
+        await conn.initialize(protocol_version=1)
+        session = await conn.new_session(cwd=str(cwd), mcp_servers=[demo])
+        for n in range(rounds + warmup):
+            acp = await acp_mcp_round(conn, client, session.session_id)
+            started = time.perf_counter()
+            result = await bare.call_tool("add", {"a": 1, "b": 2})
+            plain = time.perf_counter() - started
+            assert result.structured_content == {"result": 3}
+            if n >= warmup:
+                times["acp"].append(acp)
+                times["bare"].append(plain)
+    return times
+
+
+def mcp_table(times: dict[str, list[float]], rounds: int) -> Table:
+    table = Table(
+        f"An editor's MCP tool call (`add`, stdio), {rounds} calls each, interleaved",
+        ["path", "median", "p90", "over bare (median)"],
+    )
+    bare = median(times["bare"])
+    for name, label in (
+        ("acp", "ACP: `tool_call` -> `tool_call_update` completed, at the editor"),
+        ("bare", "bare limit: SDK `ClientSession.call_tool` in one process"),
+    ):
+        values = sorted(times[name])
+        over = median(values) - bare
+        table.add(
+            label, fmt_ms(median(values)), fmt_ms(percentile(values, 90)),
+            "" if name == "bare" else f"{over * 1000:+.1f} ms",
+        )  # fmt: skip
+    return table
+
+
 def main() -> int:
     args = parse_args(__doc__.split("\n\n")[0] if __doc__ else "")
     rounds, warmup = (5, 1) if args.quick else (40, 3)
@@ -163,6 +262,7 @@ def main() -> int:
         home.mkdir()
         cwd.mkdir()
         times = asyncio.run(measure(rounds, warmup, home, cwd))
+        mcp_times = asyncio.run(measure_mcp(rounds, warmup, home, cwd))
     header("ACP: session/prompt -> first agent_message_chunk", args.quick, f"{rounds} rounds")
     table = Table(
         "Prompt to first answer chunk, same scripted model",
@@ -182,6 +282,7 @@ def main() -> int:
     ratio = median(times["acp"]) / median(times["native"])
     table.note(f"ACP / native (medians): {ratio:.2f}; {rounds} rounds after {warmup} warm-up.")
     print(table.render())
+    print(mcp_table(mcp_times, rounds).render())
     return 0
 
 

@@ -15,8 +15,8 @@ from acp import RequestError
 from acp.schema import (
     EmbeddedResourceContentBlock,
     ImageContentBlock,
-    McpServerStdio,
     ResourceContentBlock,
+    SseMcpServer,
     TextContentBlock,
     TextResourceContents,
 )
@@ -357,13 +357,15 @@ async def test_stop_reasons_errors_and_mcp_servers_are_reported(tmp_path: Path) 
         ]
     )
     client = RecordingClient()
-    server = McpServerStdio(name="files", command="mcp-files", args=[], env=[])
+    # An SSE server: a transport the agent does not offer, reported, never dropped.
+    server = SseMcpServer(type="sse", name="files", url="http://127.0.0.1:9/sse", headers=[])
     async with serving(model, client, tmp_path) as (conn, _checker):
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[server])
         assert session.field_meta is not None
         [notice] = session.field_meta["codexcore"]["notices"]
         assert "'files'" in notice
         assert "not started" in notice
+        assert "(sse)" in notice
         response = await conn.prompt(session_id=session.session_id, prompt=prompt_text("go"))
         assert response.stop_reason == "max_tokens"
         assert client.text().startswith(notice)
@@ -480,7 +482,7 @@ async def test_initialize_says_what_the_agent_takes_and_images_only_for_known_mo
     assert (caps.prompt_capabilities.image, caps.prompt_capabilities.audio) == (True, False)
     assert caps.prompt_capabilities.embedded_context is True
     assert caps.mcp_capabilities is not None
-    assert (caps.mcp_capabilities.http, caps.mcp_capabilities.sse) == (False, False)
+    assert (caps.mcp_capabilities.http, caps.mcp_capabilities.sse) == (True, False)
     local = RecordingClient()
     async with (
         ScriptedResponsesServer(ScriptedModel([])) as http,
@@ -496,3 +498,47 @@ async def test_initialize_says_what_the_agent_takes_and_images_only_for_known_mo
         with pytest.raises(RequestError) as refused:
             await conn.prompt(session_id=session.session_id, prompt=[image])
         assert "'my-local-model' is not known to take images" in str(refused.value)
+
+
+async def test_the_models_plan_reaches_the_editor_as_plan_updates(tmp_path: Path) -> None:
+    first: dict[str, Any] = {
+        "explanation": "The test points at the parser.",
+        "plan": [
+            {"step": "Read the failing test", "status": "completed"},
+            {"step": "Fix the parser", "status": "in_progress"},
+            {"step": "Run the suite", "status": "pending"},
+        ],
+    }
+    second = {"plan": [{"step": s["step"], "status": "completed"} for s in first["plan"]]}
+    model = ScriptedModel(
+        [
+            function_call_response("update_plan", first, call_id="u1"),
+            function_call_response("update_plan", second, call_id="u2"),
+            text_response("Planned and done."),
+        ]
+    )
+    client = RecordingClient()
+    async with serving(model, client, tmp_path) as (conn, checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        response = await conn.prompt(session_id=session.session_id, prompt=prompt_text("plan"))
+    assert response.stop_reason == "end_turn"
+    plans = client.of("plan")
+    assert [[(e.content, e.status, e.priority) for e in plan.entries] for plan in plans] == [
+        [
+            ("Read the failing test", "completed", "medium"),
+            ("Fix the parser", "in_progress", "medium"),
+            ("Run the suite", "pending", "medium"),
+        ],
+        [
+            ("Read the failing test", "completed", "medium"),
+            ("Fix the parser", "completed", "medium"),
+            ("Run the suite", "completed", "medium"),
+        ],
+    ]
+    # The explanation is the model's note: shown as a thought, before the plan it explains.
+    kinds = [u.session_update for u in client.updates]
+    thought = client.text("agent_thought_chunk")
+    assert "[plan] The test points at the parser." in thought
+    assert kinds.index("agent_thought_chunk") < kinds.index("plan")
+    assert "session/update" in checker.methods
+    assert outputs_of(model.requests[1]) == {"u1": "Plan updated"}

@@ -29,9 +29,16 @@ from codexcore.protocol import (
     AgentMessage,
     AgentMessageDelta,
     ConfigureSession,
+    Duration,
+    ExecApprovalRequest,
     ExecCommandBegin,
     ExecCommandEnd,
     ExecCommandOutputDelta,
+    McpInvocation,
+    McpToolCallBegin,
+    McpToolCallEnd,
+    PlanItem,
+    PlanUpdate,
     SandboxPolicy,
     TaskComplete,
     TextInput,
@@ -146,6 +153,15 @@ def test_only_the_acp_command_loads_the_acp_package() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
+def test_the_acp_agent_loads_the_mcp_sdk_only_for_a_session_with_servers() -> None:
+    script = (
+        "import sys, codexcore.adapters.acp, codexcore.adapters._acp_map\n"
+        "print('mcp' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
 @pytest.mark.anyio
 async def test_the_engine_hands_unconfined_commands_to_its_command_runner(tmp_path: Path) -> None:
     """The engine seam the ACP agent's editor terminals use: unconfined commands go to
@@ -235,3 +251,55 @@ def test_acp_refuses_stdio_that_is_no_pipe_and_writes_nothing_to_stdout(tmp_path
     assert done.returncode == 2, done.stderr
     assert done.stdout == b""
     assert b"stdin and stdout must be pipes or sockets" in done.stderr
+
+
+def test_an_mcp_approval_is_a_tool_call_only_for_a_server_of_the_session(tmp_path: Path) -> None:
+    m = ToolCallMapper(str(tmp_path), lambda _: None, 400_000, frozenset({"demo"}))
+    ask = ExecApprovalRequest("m1", ("mcp", "demo", "erase", '{"path": "x"}'), str(tmp_path))
+    [pending] = updates(m, ask)
+    assert (pending.kind, pending.title, pending.status) == ("other", "demo.erase", "pending")
+    assert pending.raw_input == {"server": "demo", "tool": "erase", "arguments": {"path": "x"}}
+    # A shell command that happens to be called mcp stays a command.
+    shell = ExecApprovalRequest("c1", ("mcp", "other", "erase", "{}"), str(tmp_path))
+    [command] = updates(m, shell)
+    assert (command.kind, command.title) == ("execute", "mcp other erase '{}'")
+
+
+def test_mcp_results_failures_and_refusals(tmp_path: Path) -> None:
+    m = ToolCallMapper(str(tmp_path), lambda _: None, 400_000, frozenset({"demo"}))
+    called = McpInvocation("demo", "look", {"q": 1})
+    took = Duration(0, 5)
+    [start] = updates(m, McpToolCallBegin("m1", called))
+    assert (start.kind, start.title, start.status) == ("other", "demo.look", "in_progress")
+    image = {"type": "image", "data": "aGk=", "mimeType": "image/png"}
+    ok = {"content": [{"type": "text", "text": "seen"}, image]}
+    [end] = updates(m, McpToolCallEnd("m1", called, took, {"Ok": ok}))
+    assert end.status == "completed"
+    assert end.content[0].content.text == "seen"
+    assert (end.content[1].content.type, end.content[1].content.mime_type) == ("image", "image/png")
+    updates(m, McpToolCallBegin("m2", called))
+    reported = {"content": [{"type": "text", "text": "no such q"}], "isError": True}
+    [failed] = updates(m, McpToolCallEnd("m2", called, took, {"Ok": reported}))
+    assert (failed.status, failed.content[0].content.text) == ("failed", "no such q")
+    updates(m, McpToolCallBegin("m3", called))
+    [lost] = updates(m, McpToolCallEnd("m3", called, took, {"Err": "the server exited"}))
+    assert (lost.status, lost.content[0].content.text) == ("failed", "the server exited")
+    # A call refused in the editor stays failed when the engine reports it ended.
+    updates(m, ExecApprovalRequest("m4", ("mcp", "demo", "look", "{}"), str(tmp_path)))
+    m.refused_call("m4", "not run: rejected")
+    assert updates(m, McpToolCallBegin("m4", called)) == []
+    assert updates(m, McpToolCallEnd("m4", called, took, {"Err": "denied"})) == []
+    assert list(m.unfinished()) == []
+
+
+def test_a_plan_is_entries_in_order_with_the_explanation_as_a_thought(tmp_path: Path) -> None:
+    plan = (PlanItem("Read", "completed"), PlanItem("Fix", "in_progress"))
+    thought, shown = updates(mapper(tmp_path), PlanUpdate(plan, "why"))
+    assert thought.content.text == "[plan] why\n"
+    assert shown.session_update == "plan"
+    assert [(e.content, e.status, e.priority) for e in shown.entries] == [
+        ("Read", "completed", "medium"),
+        ("Fix", "in_progress", "medium"),
+    ]
+    [alone] = updates(mapper(tmp_path), PlanUpdate(plan))
+    assert alone.session_update == "plan"
