@@ -280,6 +280,10 @@ async def test_session_load_replays_the_recorded_session_then_goes_on(tmp_path: 
     kinds = [u.session_update for u in replayed]
     assert "agent_message_chunk" in kinds
     assert "agent_thought_chunk" in kinds
+    # The user's own prompt comes back first, as they typed it (a recorded user_message).
+    assert kinds[0] == "user_message_chunk", kinds
+    said = [u.content.text for u in replayed if u.session_update == "user_message_chunk"]
+    assert said == ["run"]
     assert "".join(
         u.content.text for u in replayed if u.session_update == "agent_message_chunk"
     ) == ("First answer.")
