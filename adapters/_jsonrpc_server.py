@@ -137,6 +137,24 @@ class Outbox:
             if not self._held and self._lines:
                 self._release()
 
+    def hold(self) -> Callable[[], None]:
+        """Hold lines as :meth:`held` does, until the returned function is called (once;
+        later calls do nothing). That call sends everything queued at once, even while
+        other holds last: what waited for a line must not wait for more."""
+        self._held += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._held -= 1
+            if self._lines:
+                self._release()
+
+        return release
+
     def _release(self) -> None:
         direct = self._direct
         if self._idle and not self.closed and direct is not None and direct(b"".join(self._lines)):
@@ -268,6 +286,21 @@ class RpcContext:
         """
         self._raw_listeners.append(listener)
 
+    def hold_answer(self, longest: float) -> Callable[[], None]:
+        """Keep the running handler's answer, and all sent after it, off the wire until
+        the returned function is called, or ``longest`` seconds have passed: for an
+        answer whose first consequence follows at once (seed 000's ``run.start`` and
+        its run's first ``agent.event``), so both leave in one write and wake the
+        client once. Only inside a handler."""
+        release = self._outbox.hold()
+        timer = asyncio.get_running_loop().call_later(longest, release)
+
+        def done() -> None:
+            timer.cancel()
+            release()
+
+        return done
+
     def after_answer(self, then: Callable[[], Awaitable[None]]) -> None:
         """Run ``then()`` once the running handler's answer is queued, in the same step
         (no task of its own): for what must follow the answer on the wire, as seed
@@ -363,13 +396,17 @@ class RpcContext:
             for frame in frames:
                 if not isinstance(frame, Out):
                     log.info("session notice", notice=type(frame).__name__)
-        for raw_listener in self._raw_listeners:
-            await raw_listener(events)
-        if self._listeners:
-            for data in events:
-                event = decode_event(data)
-                for listener in self._listeners:
-                    await listener(event)
+        # All a batch of events brings leaves in one write, as the native dialect
+        # writes a batch: a write (and the client's wake-up) a line costs more
+        # than the line.
+        with self._outbox.held():
+            for raw_listener in self._raw_listeners:
+                await raw_listener(events)
+            if self._listeners:
+                for data in events:
+                    event = decode_event(data)
+                    for listener in self._listeners:
+                        await listener(event)
 
 
 @types.coroutine
