@@ -166,10 +166,18 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
         del state.runs[run.id]
         state.active = None
         raise
-    # run.status running, and the run's events, only once this answer is on the wire.
+    # The engine emits the Task's first events (task_started: the run's step_start) as
+    # it takes the input: the answer and run.status running wait for them, so the
+    # three leave in one write (as the native dialect's ack and task_started do).
+    run.opening = ctx.hold_answer(OPENING_WAIT)
+    # run.status running, and the run's events, only once this answer is queued.
     ctx.after_answer(lambda: _open(state, run))
     return {"run_id": run.id}
 
+
+OPENING_WAIT = 0.001
+"""The longest run.start's answer waits for the run's first ``agent.event`` (the engine
+takes the input and emits it in microseconds; a busy engine must not hold the answer)."""
 
 _RUN_PREFIX = secrets.token_hex(4)
 _RUN_NUMBERS = itertools.count()

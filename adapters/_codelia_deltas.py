@@ -28,6 +28,20 @@ _META = b'},"meta":{"codexcore":{"seq":'
 _END = b"}}}}\n"
 
 
+def event_head(run_id: str) -> bytes:
+    """How the native encoding of each of ``run_id``'s events begins."""
+    return b'{"id":' + orjson.dumps(run_id) + b',"seq":'
+
+
+def is_delta(head: bytes, data: bytes) -> bool:
+    """Whether ``data`` is a delta :func:`take_deltas` takes, of the run whose
+    :func:`event_head` is ``head``: a check that spares every other event the hot path."""
+    if not LAYOUT or not data.startswith(head):
+        return False
+    comma = data.find(b",", len(head))
+    return comma > 0 and data.startswith(_MIDDLE, comma)
+
+
 def take_deltas(
     run_id: str, seq: int, batch: list[bytes], start: int, into: list[bytes] | None
 ) -> tuple[int, int]:
@@ -40,7 +54,7 @@ def take_deltas(
     if not LAYOUT:
         return start, seq
     rid = orjson.dumps(run_id)
-    head = b'{"id":' + rid + b',"seq":'
+    head = event_head(run_id)
     line_head = b'{"jsonrpc":"2.0","method":"agent.event","params":{"run_id":' + rid + b',"seq":'
     # One formatting a line (the run's seq, the delta's text, its native seq): no
     # intermediate bytes. The native seq ends at the first comma after ``head``.

@@ -16,11 +16,12 @@ the task that waits for the UI's answer to a confirm).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import shlex
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -50,9 +51,9 @@ from codexcore.protocol import (
     encode_event,
 )
 
-from ._codelia_deltas import take_deltas
+from ._codelia_deltas import event_head, is_delta, take_deltas
 from ._codelia_diagnostics import RunDiagnostics
-from ._codelia_events import AgentEvent, RunView, build, codexcore_event
+from ._codelia_events import MAPPING, AgentEvent, RunView, build, codexcore_event
 from ._codelia_models import current_model
 from ._host import Attachment, NotAccepted
 from ._jsonrpc import RpcError
@@ -67,6 +68,23 @@ ENGINE_ANSWERS = (SessionConfigured, ErrorEvent, McpListToolsResponse, ListSkill
 
 SERVER_ERROR = -32000
 
+READ_TYPED = frozenset(
+    {
+        *MAPPING,
+        SessionConfigured.TYPE,
+        ErrorEvent.TYPE,
+        McpListToolsResponse.TYPE,
+        ListSkillsResponse.TYPE,
+        WarningEvent.TYPE,
+        ShutdownComplete.TYPE,
+        TokenCount.TYPE,
+        TurnComplete.TYPE,
+    }
+)
+"""The event types this module reads as typed ``Event`` objects (:meth:`Codelia.on_event`);
+every other is only passed on, as its wire form (:meth:`Codelia.pass_on`): decoding one
+costs several times parsing it."""
+
 KEPT_RUNS = 100
 """Finished runs remembered per connection, so run.cancel can answer with their status."""
 NO_CONFIRM = "denied: the UI cannot ask for confirmation (it did not declare supports_confirm)"
@@ -77,6 +95,7 @@ class Run:
 
     def __init__(self, run_id: str, preflight: bool, diagnostics: bool = False) -> None:
         self.id = run_id
+        self.head = event_head(run_id)  # how its events' encoding begins
         self.diagnostics = RunDiagnostics(run_id) if diagnostics else None
         self.view = RunView(run_id, preflight=preflight)
         self.seq = 0
@@ -86,6 +105,14 @@ class Run:
         self.gate = asyncio.Event()  # open once run.start's answer is on its way
         self.done = asyncio.Event()
         self.confirms: set[asyncio.Task[None]] = set()
+        self.opening: Callable[[], None] | None = None  # see open_now()
+
+    def open_now(self) -> None:
+        """Let run.start's answer and ``run.status running``, held so far, leave with
+        whatever followed them (the run's first ``agent.event``, if it is built)."""
+        opening, self.opening = self.opening, None
+        if opening is not None:
+            opening()
 
 
 @attrs.define
@@ -103,6 +130,7 @@ class Codelia:
     waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
     answers: dict[str, tuple[type, ...]] = attrs.field(factory=dict)  # what each waiter waits for
     tasks: set[asyncio.Task[None]] = attrs.field(factory=set)
+    finished: collections.deque[str] = attrs.field(factory=collections.deque)  # oldest first
 
     @property
     def wants_codexcore(self) -> bool:
@@ -111,6 +139,8 @@ class Codelia:
     async def attachment(self, session_id: str | None = None) -> Attachment:
         """The connection's session (with ``session_id``: that live session, attached
         to when the connection has none yet)."""
+        if session_id is None and self.listening and self.ctx.attachment is not None:
+            return self.ctx.attachment  # what ctx.session() answers, without its lock
         joining = self.ctx.attachment is None and session_id is not None
         live = self.ctx.host.session(session_id) if joining and session_id else None
         attachment = await self.ctx.session(session_id)
@@ -178,14 +208,29 @@ class Codelia:
         """A batch of the session's events, encoded, in order: the active run's deltas
         take the hot path (:func:`take_deltas`), every other event :meth:`on_event`."""
         at, end = 0, len(batch)
+        opening = None
         while at < end:
             run = self.active
-            if run is not None and run.gate.is_set() and not run.finished:
+            if (
+                run is not None
+                and is_delta(run.head, batch[at])
+                and run.gate.is_set()
+                and not run.finished
+            ):
                 at = await self.send_deltas(run, batch, at)
             if at < end:
                 wire = orjson.loads(batch[at])  # parsed once: decoded, and meta's copy
-                await self.on_event(decode_event(wire), wire)
+                if opening is None and run is not None and wire["id"] == run.id:
+                    opening = run
+                if wire["msg"]["type"] in READ_TYPED:
+                    await self.on_event(decode_event(wire), wire)
+                else:
+                    await self.pass_on(wire)
                 at += 1
+        if opening is not None:
+            # The engine has taken the run's input: its answer waits no longer, even
+            # if no agent.event came of this batch.
+            opening.open_now()
 
     async def send_deltas(self, run: Run, batch: list[bytes], at: int) -> int:
         """The run of ``run``'s deltas at ``batch[at:]``, sent as one write under the
@@ -197,6 +242,7 @@ class Codelia:
             after, run.seq = take_deltas(run.id, run.seq, batch, at, lines)
             if lines:
                 await self.ctx.send_lines(lines)
+                run.open_now()
         return after
 
     async def on_event(self, event: Event, wire: dict[str, Any] | None = None) -> None:
@@ -220,6 +266,19 @@ class Codelia:
             return
         await run.gate.wait()
         await self.deliver(run, event, wire)
+
+    async def pass_on(self, wire: dict[str, Any]) -> None:
+        """An event no Codelia UI is sent and nothing here reads (its native encoding,
+        parsed): a client that asked for every EventMsg gets it, as :func:`agent_events`
+        would make it, without its decoding."""
+        run = self.runs.get(wire["id"])
+        if run is None or run.finished or not self.wants_codexcore:
+            return
+        await run.gate.wait()
+        async with run.lock:
+            if not run.finished:
+                meta = {"codexcore": {"seq": wire["seq"]}}
+                await self.send_event(run, codexcore_event(wire["msg"]), meta)
 
     async def session_over(self) -> None:
         """The session ended: a run whose Task never started (its input was still queued)
@@ -251,6 +310,8 @@ class Codelia:
         params = {"run_id": run.id, "seq": run.seq, "event": event, "meta": meta}
         run.seq += 1
         await self.ctx.notify("agent.event", params)
+        if run.opening is not None:  # the run's first agent.event: with its answer, now
+            run.open_now()
 
     async def send_status(self, run: Run, status: str, message: str | None = None) -> None:
         run.status = status
@@ -290,6 +351,7 @@ class Codelia:
         if run.diagnostics is not None:
             await self.ctx.notify("run.diagnostics", run.diagnostics.run_summary())
         await self.send_status(run, status, message)
+        run.open_now()
         run.finished = True
         run.done.set()
         if self.active is run:
@@ -298,9 +360,9 @@ class Codelia:
         for task in run.confirms:
             if task is not current:
                 task.cancel()
-        finished = [r for r in self.runs.values() if r.finished]
-        for old in finished[: max(0, len(finished) - KEPT_RUNS)]:
-            del self.runs[old.id]
+        self.finished.append(run.id)
+        while len(self.finished) > KEPT_RUNS:
+            self.runs.pop(self.finished.popleft(), None)
 
     # --- approvals --------------------------------------------------------------------------
 

@@ -148,6 +148,9 @@ def _load(line: bytes) -> Any:
 
 
 def _has_inexact_id(value: Any) -> bool:
+    if isinstance(value, dict):  # the common case, without building a list
+        rid = value.get("id")
+        return isinstance(rid, float) and abs(rid) >= _EXACT_LIMIT
     entries = value if isinstance(value, list) else [value]
     return any(
         isinstance(entry, dict)

@@ -23,7 +23,7 @@ import contextlib
 import contextvars
 import functools
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from codexcore._logging import get_logger
@@ -114,17 +114,33 @@ class Outbox:
         if not self._held:
             self._ready.set()
 
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> contextlib.AbstractContextManager[None]:
         """Lines put meanwhile leave together, in one write where the transport is idle
         (a system call less for an answer and what follows it at once)."""
+        return _Held(self)
+
+    def _unhold(self) -> None:
+        self._held -= 1
+        if not self._held and self._lines:
+            self._release()
+
+    def hold(self) -> Callable[[], None]:
+        """Hold lines as :meth:`held` does, until the returned function is called (once;
+        later calls do nothing). That call sends everything queued at once, even while
+        other holds last: what waited for a line must not wait for more."""
         self._held += 1
-        try:
-            yield
-        finally:
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
             self._held -= 1
-            if not self._held and self._lines:
+            if self._lines:
                 self._release()
+
+        return release
 
     def _release(self) -> None:
         direct = self._direct
@@ -155,6 +171,22 @@ class Outbox:
         self.closed = True
         self._ready.set()
         self._room.set()
+
+
+class _Held:
+    """:meth:`Outbox.held` (a class: a generator-based context manager costs a few
+    microseconds on every answer's and every event batch's path)."""
+
+    __slots__ = ("_outbox",)
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+
+    def __enter__(self) -> None:
+        self._outbox._held += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._outbox._unhold()
 
 
 class RpcContext:
@@ -257,6 +289,21 @@ class RpcContext:
         """
         self._raw_listeners.append(listener)
 
+    def hold_answer(self, longest: float) -> Callable[[], None]:
+        """Keep the running handler's answer, and all sent after it, off the wire until
+        the returned function is called, or ``longest`` seconds have passed: for an
+        answer whose first consequence follows at once (seed 000's ``run.start`` and
+        its run's first ``agent.event``), so both leave in one write and wake the
+        client once. Only inside a handler."""
+        release = self._outbox.hold()
+        timer = asyncio.get_running_loop().call_later(longest, release)
+
+        def done() -> None:
+            timer.cancel()
+            release()
+
+        return done
+
     def after_answer(self, then: Callable[[], Awaitable[None]]) -> None:
         """Run ``then()`` once the running handler's answer is queued, in the same step
         (no task of its own): for what must follow the answer on the wire, as seed
@@ -352,13 +399,17 @@ class RpcContext:
             for frame in frames:
                 if not isinstance(frame, Out):
                     log.info("session notice", notice=type(frame).__name__)
-        for raw_listener in self._raw_listeners:
-            await raw_listener(events)
-        if self._listeners:
-            for data in events:
-                event = decode_event(data)
-                for listener in self._listeners:
-                    await listener(event)
+        # All a batch of events brings leaves in one write, as the native dialect
+        # writes a batch: a write (and the client's wake-up) a line costs more
+        # than the line.
+        with self._outbox.held():
+            for raw_listener in self._raw_listeners:
+                await raw_listener(events)
+            if self._listeners:
+                for data in events:
+                    event = decode_event(data)
+                    for listener in self._listeners:
+                        await listener(event)
 
 
 @types.coroutine

@@ -25,7 +25,8 @@ to reading its first ``agent.event`` (``step_start``); the bare echo round
 trip of one line, in the same rounds. Goals (issue 21): events/s at least
 0.8 of native; run.start → first agent.event p50 within 1.2x native's.
 
-Run ``.venv/bin/python bench/bench_codelia.py`` (``--quick`` for a smoke run).
+Run ``.venv/bin/python bench/bench_codelia.py`` (``--quick`` for a smoke run; ``--only
+rates`` or ``--only latency`` for one part.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from bench_jsonrpc import CHUNK, Run, best, rotate, write_all
 
 from codexcore.protocol import Event, encode_event
 
+SECTIONS = ("rates", "latency")
 RATE_GOAL = 0.8
 LATENCY_GOAL = 1.2
 INIT = {
@@ -202,7 +204,7 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], sections=SECTIONS)
     n = 20_000 if args.quick else 50_000
     rounds = 2 if args.quick else 5
     reps = 100 if args.quick else 500
@@ -225,9 +227,11 @@ def main() -> None:
         }
         for peer in peers.values():
             peer.setup()
-        runs = rotate([(name, lambda p=peer: p.run(n)) for name, peer in peers.items()], rounds)
-        report_rates(runs, n, rounds)
-        report_latency(latencies(peers, reps))
+        if "rates" in args.only:
+            runs = rotate([(name, lambda p=peer: p.run(n)) for name, peer in peers.items()], rounds)
+            report_rates(runs, n, rounds)
+        if "latency" in args.only:
+            report_latency(latencies(peers, reps))
         for peer in peers.values():
             code = peer.proc.end_of_input()
             if code != 0:
