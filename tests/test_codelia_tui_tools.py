@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from codexcore.testing import ScriptedModel, function_call_response, text_response
 
-from .codelia_tui import SEE_SCREEN
+from .codelia_tui import SEE_SCREEN, CodeliaTui
 from .test_codelia_tui import Setup, finish, session
 
 pytestmark = pytest.mark.timeout(45)
@@ -94,8 +95,7 @@ def test_the_skills_picker_lists_skills_and_a_picked_one_reaches_the_model(setup
     model = ScriptedModel([text_response("Notes written.")])
     with session(setup, model) as s:
         s.tui.ready()
-        s.tui.submit("/skills")
-        s.tui.wait_for(r"Skills picker \(1\)")
+        open_skills_picker(s.tui)
         s.tui.wait_for(r"release-notes")
         s.tui.press("Enter")
         s.tui.wait_for(r"Inserted skill mention: \$release-notes")
@@ -124,3 +124,23 @@ def test_an_initial_message_waits_for_skills_list_and_then_runs(setup: Setup) ->
         s.tui.wait_for(r"^● completed$")
         assert "<name>hello</name>" in s.request_text(0)
         finish(s.tui)
+
+
+def open_skills_picker(tui: CodeliaTui, *, within: float = 15.0) -> None:
+    """``/skills``, again while the TUI says its own start-up ``skills.list`` is still
+    running (it refuses a second one then, as a user would see and retry)."""
+    busy = "Skills list request already running"
+    deadline = time.monotonic() + within
+    while True:
+        refused = tui.screen().count(busy)
+        tui.submit("/skills")
+        while time.monotonic() < deadline:
+            screen = tui.screen()
+            if re.search(r"Skills picker \(1\)", screen):
+                return
+            if screen.count(busy) > refused:
+                break  # refused: the start-up request is still out; retry once it is done
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"the skills picker never opened{SEE_SCREEN}")
+        time.sleep(0.3)
