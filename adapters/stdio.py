@@ -21,7 +21,6 @@ import os
 import selectors
 import signal
 import stat
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ from ._control_wire import Credential
 from ._dialect import Dialects, serve_stdio_conduit
 from ._host import HostConfig, SessionHost
 from ._native import READ_CHUNK
+from ._stdio_claim import claim_stdio
 
 if TYPE_CHECKING:
     import httpx
@@ -43,23 +43,6 @@ __all__ = ["FdConduit", "claim_stdio", "serve_stdio"]
 log = get_logger(__name__)
 
 WRITE_HIGH_WATER = 64 * 1024
-
-
-def claim_stdio() -> tuple[int, int]:
-    """Take fds 0 and 1 for the protocol; returns the private (input, output) fds.
-
-    Afterwards fd 1 and ``sys.stdout`` go to stderr and fd 0 reads
-    ``/dev/null``. Call it first thing, before anything can write to stdout.
-    """
-    protocol_in = os.dup(0)  # os.dup makes non-inheritable descriptors
-    protocol_out = os.dup(1)
-    os.dup2(2, 1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    sys.stdout.flush()  # anything buffered so far goes to fd 1, now stderr
-    sys.stdout = sys.stderr
-    return protocol_in, protocol_out
 
 
 def _streamable(fd: int, events: int) -> bool:

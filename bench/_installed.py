@@ -40,6 +40,10 @@ _TOP_FILES = ("pyproject.toml", "README.md")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 
 
+_EXTRAS = ("acp",)
+"""Optional extras installed too: ``codexcore acp``'s start is benchmarked."""
+
+
 def _package_files() -> list[Path]:
     """Every file of the package (through the ``adapters`` symlink), sorted."""
     found: list[Path] = []
@@ -55,7 +59,7 @@ def source_digest() -> str:
     for path in [REPO / name for name in _TOP_FILES] + _package_files():
         digest.update(str(path.relative_to(REPO)).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
-    digest.update(f"{sys.version}\0".encode())
+    digest.update(f"{sys.version}\0{_EXTRAS}\0".encode())
     return digest.hexdigest()
 
 
@@ -87,7 +91,8 @@ def _constraints(folder: Path) -> Path:
 def _dependencies() -> list[str]:
     with (REPO / "pyproject.toml").open("rb") as file:
         project = tomllib.load(file)["project"]
-    return [str(requirement) for requirement in project["dependencies"]]
+    extras = [str(r) for name in _EXTRAS for r in project["optional-dependencies"][name]]
+    return [str(requirement) for requirement in project["dependencies"]] + extras
 
 
 _DEV_ONLY = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONPATH")

@@ -806,6 +806,27 @@ class SessionDriver:
                 raise RuntimeError("codexcore serve --stdio (JSON-RPC) did not exit 0")
         return ready, cpu
 
+    def codexcore_acp_start(self) -> tuple[float, float]:
+        """``codexcore acp`` spawned to ``initialize`` and ``session/new`` answered (an
+        editor's first prompt can go), then closed."""
+        runner = self.runner
+        with tempfile.TemporaryFile() as err:
+            peer = StdioPeer([str(CODEXCORE), "acp"], runner.codexcore_env, runner.workdir, err)
+            initialize = {"protocolVersion": 1, "clientCapabilities": {}}
+            peer.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
+            first = peer.read_until(lambda m: m.get("id") == 1 and "method" not in m)[-1]
+            new = {"cwd": str(runner.workdir), "mcpServers": []}
+            peer.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": new})
+            reply = peer.read_until(lambda m: m.get("id") == 2 and "method" not in m)[-1]
+            ready = time.perf_counter() - peer.began
+            cpu = _cpu_seconds(peer.proc.pid)
+            for answer in (first, reply):
+                if "result" not in answer:
+                    raise RuntimeError(f"codexcore acp: {answer}")
+            if peer.close() != 0:
+                raise RuntimeError("codexcore acp did not exit 0")
+        return ready, cpu
+
     def codex(self, turns: int) -> Session:
         runner, session = self.runner, Session("codex app-server")
         with tempfile.TemporaryFile() as err:
@@ -1141,6 +1162,7 @@ def startup(runner: Runner, runs: int) -> tuple[Table, list[str]]:
         "`codexcore serve --stdio`, JSON-RPC (`initialize` answered)": (
             driver.codexcore_jsonrpc_start
         ),
+        "`codexcore acp` (`initialize` and `session/new` answered)": driver.codexcore_acp_start,
         "`codex app-server` (`initialize` and `thread/start` answered)": codex,
     }
     for start in kinds.values():  # warm-up
@@ -1168,14 +1190,15 @@ def startup(runner: Runner, runs: int) -> tuple[Table, list[str]]:
             f"{_median(wall) / codex_wall:.2f}", f"{min(wall) / codex_best:.2f}",
             fmt_ms(cpu), f"{cpu / codex_cpu:.2f}",
         )  # fmt: skip
-    ratios = [_median(walls[name]) / codex_wall for name in names[:2]]
+    ratios = [_median(walls[name]) / codex_wall for name in names[:3]]
     table.note(
         f"{runs} starts of each after a warm-up of each, alternating (order reversed every "
         "other round); each server is closed (end of input) after it is ready. CPU to ready: "
         "the server's user + system time, every thread, read from /proc at ready (10 ms "
         "ticks, hence the mean). Goal: codexcore's median at most 1.0x Codex's: native "
         f"**{verdict(ratios[0] <= 1.0)}** ({ratios[0]:.2f}), JSON-RPC "
-        f"**{verdict(ratios[1] <= 1.0)}** ({ratios[1]:.2f})."
+        f"**{verdict(ratios[1] <= 1.0)}** ({ratios[1]:.2f}), ACP "
+        f"**{verdict(ratios[2] <= 1.0)}** ({ratios[2]:.2f})."
     )
     return table, []
 

@@ -55,6 +55,12 @@ JSONRPC = (
     b'"client":{"name":"bench","version":"0"}}}\n'
 )
 
+ACP = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,'
+    b'"clientCapabilities":{}}}\n'
+    b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}\n'
+)
+
 
 @dataclass(frozen=True)
 class Path_:
@@ -75,6 +81,7 @@ PATHS = [
           b"session_configured"),
     Path_("`serve --stdio` to JSON-RPC `initialize` answered", ["serve", "--stdio"], JSONRPC,
           b'"result"'),
+    Path_("`acp` to `initialize` and `session/new` answered", ["acp"], ACP, b'"sessionId"'),
     Path_("`exec --ephemeral` of one message-only Task", ["exec", "--ephemeral", "say hi"],
           model=True),
 ]  # fmt: skip

@@ -54,7 +54,7 @@ def _reapers_of(parent: int) -> list[int]:
     return [
         pid
         for pid, (ppid, state, cmdline) in _processes().items()
-        if ppid == parent and b"os.closerange" in cmdline and state not in ("Z", "X")
+        if ppid == parent and b"codexcore-reaper" in cmdline and state not in ("Z", "X")
     ]
 
 

@@ -99,6 +99,16 @@ def command_modules(*allowed: str) -> tuple[str, ...]:
 
 
 COMMAND_MODULES = command_modules()
+STDIO_SERVER = (
+    "codexcore.adapters.stdio",
+    "codexcore.adapters._dialect",
+    "codexcore.adapters._host",
+    "codexcore.adapters._native",
+    "codexcore.adapters._control",
+    "codexcore.adapters._control_store",
+    "sqlite3",
+)
+"""The stdio server's host and dialects, and the control store: ``acp`` speaks through its SDK."""
 SERVE_MODULES = ("serve", "control")
 """``serve`` builds its host's control settings with ``codexcore.cli._control``'s helper."""
 
@@ -220,6 +230,7 @@ ENTRY_POINTS = [
             *REDIS,
             *CONTROL_CLIENT,
             *MCP,
+            *STDIO_SERVER,
             *command_modules("acp"),
         ),
         stdin=ACP_START,

@@ -47,11 +47,12 @@ def _say(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # First thing: nothing may reach the protocol stream but protocol lines.
-    from ..adapters.stdio import claim_stdio
+    from ..adapters._acp_sdk import load_acp_sdk
+    from ..adapters._stdio_claim import claim_stdio
     from . import imports_done
 
     try:
-        import acp  # noqa: F401  (the optional extra: say so plainly when it is missing)
+        load_acp_sdk()  # the optional extra: say so plainly when it is missing
     except ImportError:
         _say("needs the agent-client-protocol package: pip install 'codexcore[acp]'")
         return EXIT_USAGE
