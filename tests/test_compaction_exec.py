@@ -36,6 +36,19 @@ NEARLY_FULL = Usage(
 )
 
 
+def run_exec(workspace: Path, server: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    """``codexcore exec ARGS`` in ``workspace`` against the scripted model ``server``."""
+    return subprocess.run(
+        exec_argv(*args),
+        capture_output=True,
+        text=True,
+        cwd=workspace,
+        env=env_for(server),
+        timeout=60,
+        check=False,
+    )
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "ws"
@@ -80,15 +93,7 @@ def test_exec_shows_an_auto_compaction(workspace: Path, servers: Any) -> None:
         text_response("Echoed big; nothing else done."),
         text_response("Finished after compacting."),
     )
-    result = subprocess.run(
-        exec_argv("--history-mode", "client", "echo big"),
-        capture_output=True,
-        text=True,
-        cwd=workspace,
-        env=env_for(server),
-        timeout=60,
-        check=False,
-    )
+    result = run_exec(workspace, server, "--history-mode", "client", "echo big")
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "compacting the conversation: it reached the auto-compact limit…\n" in out
@@ -145,15 +150,7 @@ def test_sigkill_mid_compaction_resumes_the_history_from_before(
         "function_call_output",
     ]
 
-    resumed = subprocess.run(
-        exec_argv("--resume", session_id, "--history-mode", mode, "go on"),
-        capture_output=True,
-        text=True,
-        cwd=workspace,
-        env=env_for(server),
-        timeout=60,
-        check=False,
-    )
+    resumed = run_exec(workspace, server, "--resume", session_id, "--history-mode", mode, "go on")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "resumed fine" in resumed.stdout
     request = model.requests[2]
@@ -182,29 +179,15 @@ def test_a_torn_compacted_record_resumes_the_history_from_before(
         text_response("done"),
         text_response("after the tear"),
     )
-    first = subprocess.run(
-        exec_argv("--history-mode", "client", "echo one"),
-        capture_output=True,
-        text=True,
-        cwd=workspace,
-        env=env_for(server),
-        timeout=60,
-        check=False,
-    )
+    first = run_exec(workspace, server, "--history-mode", "client", "echo one")
     assert first.returncode == 0, first.stdout + first.stderr
     (path,) = (default_home() / "sessions").glob("*/*/*/rollout-*.jsonl")
     data = path.read_bytes()
     compacted_at = data.index(b'{"type":"compacted"')
     path.write_bytes(data[: compacted_at + 40])  # torn in the middle of the record
     session_id = next(r for r in read_records(path) if r["type"] == "session_meta")["session_id"]
-    resumed = subprocess.run(
-        exec_argv("--resume", session_id, "--history-mode", "client", "again"),
-        capture_output=True,
-        text=True,
-        cwd=workspace,
-        env=env_for(server),
-        timeout=60,
-        check=False,
+    resumed = run_exec(
+        workspace, server, "--resume", session_id, "--history-mode", "client", "again"
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     sent = model.requests[-1]["input"]
