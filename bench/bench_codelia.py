@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterator
 import orjson
 from _adapters_procs import PY, LineConn, Proc, Procs, server_env, submission, user_input
 from _adapters_server import bench_messages
-from _common import Table, fmt_rate, fmt_ratio, header, paired_ratio, parse_args, verdict
-from bench_jsonrpc import CHUNK, Run, best, rotate, write_all
+from _common import Table, fmt_ratio, header, parse_args, verdict
+from bench_jsonrpc import CHUNK, Run, report, rotate, write_all
 
 from codexcore.protocol import Event, encode_event
 
@@ -255,33 +255,11 @@ def latencies(peers: dict[str, Peer], reps: int) -> dict[str, list[float]]:
 
 
 def report_rates(runs: dict[str, list[Run]], n: int, rounds: int) -> None:
-    rates = {name: [r.rate for r in rs] for name, rs in runs.items()}
-    direct = paired_ratio(rates["codelia"], rates["native"])
-    of_bare = {d: paired_ratio(rates[d], rates[f"{d} bare"]) for d in ("native", "codelia")}
-    table = Table(
-        f"Events per second over stdio: a run of {n:,} deltas (best of {rounds})",
-        ["dialect", "server → client", "events/s", "÷ its bare", "server CPU µs/line"],
-    )
     rows = (
-        ("native", "native", "codexcore stdio host: deltas → host → NDJSON events"),
-        ("native", "native bare", "bare writer: the same events, `encode_event`, 64 KiB writes"),
-        ("seed 000", "codelia", "codexcore stdio host: deltas → `agent.event` (codexcore_events)"),
-        ("seed 000", "codelia bare", "bare writer: the same `agent.event` lines, 64 KiB writes"),
+        "codexcore stdio host: deltas → `agent.event` (codexcore_events)",
+        "bare writer: the same `agent.event` lines, 64 KiB writes",
     )
-    for dialect, name, what in rows:
-        ratio = fmt_ratio(of_bare[name]) if name in of_bare else ""
-        run = best(runs[name])
-        table.add(dialect, what, fmt_rate(run.rate), ratio, f"{run.server_us:.2f}")
-    normalised = of_bare["codelia"] / of_bare["native"]
-    table.note(
-        f"seed 000 ÷ native: {fmt_ratio(direct)} directly, {fmt_ratio(normalised)} as "
-        f"fractions of their bare writers; goal ≥ {RATE_GOAL}: {verdict(direct >= RATE_GOAL)}."
-    )
-    table.note(
-        "Every run (events/s): "
-        + "; ".join(f"{k} " + ", ".join(f"{r:,.0f}" for r in v) for k, v in rates.items())
-    )
-    table.print()
+    report(runs, n, rounds, seed="seed 000", name="codelia", rows=rows, goal=RATE_GOAL)
 
 
 def report_latency(got: dict[str, list[float]]) -> None:
