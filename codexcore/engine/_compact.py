@@ -46,7 +46,7 @@ from ..protocol import (
 )
 from ._config import SessionConfig
 from ._history import History, Item
-from ._instructions import CONTEXTUAL_OPENINGS
+from ._instructions import is_contextual
 from ._requests import build_request, input_item, is_call, message_text
 
 if TYPE_CHECKING:
@@ -141,12 +141,6 @@ def user_text(item: Item) -> str | None:
     return "\n".join(texts)
 
 
-def is_contextual(text: str) -> bool:
-    """Whether a user message is context the session added (not the user's words)."""
-    # The instructions module's list: a feature that adds a contextual part adds its tag there.
-    return text.lstrip().startswith(tuple(CONTEXTUAL_OPENINGS))
-
-
 def initial_context(items: Sequence[Item]) -> list[Item]:
     """The initial context a compacted History keeps: every contextual user message of
     the conversation (project instructions, the environment context and its later
@@ -157,8 +151,7 @@ def initial_context(items: Sequence[Item]) -> list[Item]:
     """
     kept: list[Item] = []
     for item in items:
-        text = user_text(item)
-        if text is not None and is_contextual(text) and item not in kept:
+        if is_contextual(item) and item not in kept:
             kept.append(item)
     return kept
 
@@ -169,7 +162,7 @@ def collect_user_messages(items: Sequence[Item]) -> list[str]:
     messages = []
     for item in items:
         text = user_text(item)
-        if not text or is_contextual(text) or is_summary(text):
+        if not text or is_contextual(item) or is_summary(text):
             continue
         if text.startswith("<user_shell_command>"):
             continue
