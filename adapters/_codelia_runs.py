@@ -63,9 +63,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-ENGINE_ANSWERS = (SessionConfigured, ErrorEvent, McpListToolsResponse, ListSkillsResponse)
-"""What ``ask_engine`` may wait for (each waiter names its own)."""
-
 SERVER_ERROR = -32000
 
 READ_TYPED = frozenset(
@@ -250,13 +247,9 @@ class Codelia:
         msg = event.msg
         if isinstance(msg, SessionConfigured):
             self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
-        if isinstance(
-            msg, SessionConfigured | ErrorEvent | McpListToolsResponse | ListSkillsResponse
-        ):
-            waiter = self.waiters.get(event.id)
-            wanted = self.answers.get(event.id, (SessionConfigured, ErrorEvent))
-            if waiter is not None and not waiter.done() and isinstance(msg, wanted):
-                waiter.set_result(event)
+        waiter = self.waiters.get(event.id)
+        if waiter is not None and not waiter.done() and isinstance(msg, self.answers[event.id]):
+            waiter.set_result(event)  # what an ask_engine under this id waits for
         if isinstance(msg, WarningEvent):
             log.warning("engine warning", warning=msg.message)
         if isinstance(msg, ShutdownComplete):
