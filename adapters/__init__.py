@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._control_wire import ControlConfig, ControlSender
+    from ._control_config import ControlConfig, ControlSender
     from ._host import (
         Attachment,
         HostConfig,
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "Attachment": "codexcore.adapters._host",
-    "ControlConfig": "codexcore.adapters._control_wire",
-    "ControlSender": "codexcore.adapters._control_wire",
+    "ControlConfig": "codexcore.adapters._control_config",
+    "ControlSender": "codexcore.adapters._control_config",
     "HostConfig": "codexcore.adapters._host",
     "HostRefusal": "codexcore.adapters._host",
     "NotAccepted": "codexcore.adapters._host",

@@ -3,7 +3,7 @@
 One implementation behind both dialects: a native connection's
 ``control.*.request`` line and the JSON-RPC methods ``control.stdin`` /
 ``control.interrupt`` all call :meth:`ControlReceiver.handle` with the
-request and the connection's :class:`~._control_wire.Credential`, and get the
+request and the connection's :class:`~._credential.Credential`, and get the
 ack envelope back. Nothing here is engine logic: the work is done by the
 engine's own ops, submitted to the target session's engine as the host's own
 submissions (no attachment, so no control of the session is taken from its
@@ -25,9 +25,7 @@ interrupted Task's terminal event (interrupt) within the ack deadline
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
-import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -449,21 +447,3 @@ def partial_sender(message: Any) -> str | None:
 def _submission(op: Any) -> Submission:
     # Ids of their own: the engine drops an id it saw lately as a duplicate.
     return Submission(f"control-{uuid.uuid4().hex}", op)
-
-
-def peer_uid_of_fd(fd: int) -> int:
-    """The uid at the other end of stdio: the peer's (a socket) or our own (a pipe's
-    writer is the parent that spawned us, which runs as our user)."""
-    import socket
-    import stat
-
-    if stat.S_ISSOCK(os.fstat(fd).st_mode):
-        with contextlib.suppress(OSError):
-            sock = socket.socket(fileno=os.dup(fd))
-            try:
-                from .unix import peer_uid
-
-                return peer_uid(sock)
-            finally:
-                sock.close()
-    return os.getuid()

@@ -19,12 +19,13 @@ from typing import Any, Literal
 
 import attrs
 
-from codexcore.protocol import ControlMessages
+from ._control_config import VERSION as VERSION
+from ._control_config import ControlConfig as ControlConfig
+from ._control_config import ControlSender as ControlSender
+from ._control_config import KiB as KiB
+from ._control_config import MiB as MiB
+from ._credential import Credential as Credential
 
-KiB = 1024
-MiB = 1024 * KiB
-
-VERSION = 1
 STDIN_REQUEST, STDIN_ACK = "control.stdin.request", "control.stdin.ack"
 INTERRUPT_REQUEST, INTERRUPT_ACK = "control.interrupt.request", "control.interrupt.ack"
 ACK_OF = {STDIN_REQUEST: STDIN_ACK, INTERRUPT_REQUEST: INTERRUPT_ACK}
@@ -43,70 +44,6 @@ RESULTS: tuple[Result, ...] = (
 
 MAX_ID_LENGTH = 256
 """The longest request_id, team, session_id, agent_id or sender accepted."""
-
-
-@attrs.frozen
-class ControlSender:
-    """A sender the host admits: ``name`` (the envelope's ``sender``), its ``team``, and
-    its credential: ``uid`` for stdio and Unix peers, ``token`` for TCP connections."""
-
-    name: str
-    team: str
-    uid: int | None = None
-    token: str | None = attrs.field(default=None, repr=False)
-
-
-@attrs.frozen
-class ControlConfig:
-    """The receiver's rules (``[control]`` in ``config.toml``; ``docs/control.md``).
-
-    ``team`` None (no ``[control]`` table): every request is rejected and the
-    capability says so. ``allowed_content_dirs`` empty: ``content_ref`` is
-    refused. ``store_path`` is the durable dedupe store (None: under the
-    engine's home, ``control/dedupe.sqlite3``; ``":memory:"``: in memory, lost on
-    restart). ``audit_file``: a JSONL file that gets every audit record besides
-    the log. ``verbose_messages``: audit records carry the message text.
-    """
-
-    team: str | None = None
-    senders: tuple[ControlSender, ...] = ()
-    allowed_content_dirs: tuple[str, ...] = ()
-    soft_limit_bytes: int = 64 * KiB
-    hard_limit_bytes: int = 1 * MiB
-    max_ref_bytes: int = 64 * MiB
-    dedupe_ttl: float = 600.0
-    max_age: float = 300.0
-    max_skew: float = 30.0
-    ack_timeout: float = 2.0
-    max_pending: int = 16
-    store_path: str | None = None
-    audit_file: str | None = None
-    verbose_messages: bool = False
-
-    def capabilities(self) -> ControlMessages:
-        """What ``welcome`` and ``initialize`` announce (seed 003's capability discovery)."""
-        usable = self.team is not None and bool(self.senders)
-        return ControlMessages(
-            VERSION,
-            stdin=usable,
-            interrupt=usable,
-            content_ref=usable and bool(self.allowed_content_dirs),
-            max_inline_bytes=self.hard_limit_bytes,
-        )
-
-    def tokens(self) -> tuple[str, ...]:
-        return tuple(sender.token for sender in self.senders if sender.token)
-
-
-@attrs.frozen
-class Credential:
-    """What a connection proved about its peer: ``transport`` (``unix``, ``stdio``,
-    ``tcp`` or ``local`` for in-process callers), the peer's ``uid`` (Unix, stdio)
-    and the ``token`` it presented in its handshake (TCP)."""
-
-    transport: str
-    uid: int | None = None
-    token: str | None = attrs.field(default=None, repr=False)
 
 
 class Invalid(Exception):

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import orjson
 
-from ._control_wire import Credential
+from codexcore.protocol._value import Value
+
+from ._credential import Credential
 from ._framing import Item, LineTooLong
 from ._host import HostRefusal, SessionHost
 from ._native import Conduit, Lines, refuse, send_and_close, serve_connection, serve_stdio_session
@@ -33,8 +35,8 @@ Protocol = Literal["auto", "native", "jsonrpc"]
 PROTOCOLS: tuple[Protocol, ...] = ("auto", "native", "jsonrpc")
 
 
-@attrs.frozen
-class Dialects:
+@attrs.frozen(repr=False, eq=False)
+class Dialects(Value):
     """What a transport serves: ``protocol`` (``auto`` chooses per connection) and the
     JSON-RPC dialect's options."""
 

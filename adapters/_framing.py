@@ -17,12 +17,13 @@ import orjson
 
 from codexcore.engine import Rejected, parse_submission
 from codexcore.protocol import Hello, ProtocolError, Submission, decode_hello
+from codexcore.protocol._value import Value
 
 DEFAULT_MAX_LINE_BYTES = 1024 * 1024
 
 
-@attrs.frozen
-class LineTooLong:
+@attrs.frozen(repr=False, eq=False)
+class LineTooLong(Value):
     """A line longer than ``limit`` bytes (not counting its ``\\n``) was discarded."""
 
     limit: int

@@ -81,8 +81,9 @@ from codexcore.protocol import (
     decode_event,
     encode_event,
 )
+from codexcore.protocol._value import Value
 
-from ._control_wire import ControlConfig
+from ._control_config import ControlConfig
 from ._framing import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -118,8 +119,8 @@ def host_engine_config(**fields: Any) -> EngineConfig:
     return EngineConfig(**{"event_queue_size": ENGINE_EVENT_QUEUE, **fields})
 
 
-@attrs.frozen
-class HostConfig:
+@attrs.frozen(repr=False, eq=False)
+class HostConfig(Value):
     """The rules of a :class:`SessionHost`; every limit bounds memory or time.
 
     ``engine`` configures each session's engine (``acknowledge_submissions``

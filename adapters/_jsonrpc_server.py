@@ -29,7 +29,7 @@ from typing import Any
 from codexcore._logging import get_logger
 from codexcore.protocol import Event, decode_event
 
-from ._control_wire import Credential
+from ._credential import Credential
 from ._framing import Item
 from ._host import Attachment, Frame, HostRefusal, Out, SessionHost
 from ._jsonrpc import (

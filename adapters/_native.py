@@ -38,7 +38,7 @@ from codexcore.protocol import (
     encode_connection_msg,
 )
 
-from ._control_wire import Credential, ack, partial_envelope
+from ._credential import Credential
 from ._framing import Item, LineReader, LineTooLong, decode_line, is_blank
 from ._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
 
@@ -352,6 +352,8 @@ class _Controls:
         if not (isinstance(kind, str) and kind.startswith("control.")) or "op" in value:
             return False
         if len(self.running) >= MAX_CONTROL_IN_FLIGHT:
+            from ._control_wire import ack, partial_envelope
+
             detail = f"this connection has {len(self.running)} control requests in flight"
             answer = ack(partial_envelope(value), "busy", detail)
             self.attachment.reply(orjson.dumps(answer))

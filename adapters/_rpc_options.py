@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from codexcore.protocol._value import Value
+
 if TYPE_CHECKING:
     from ._jsonrpc_methods import MethodTable
 
 
-@attrs.frozen
-class RpcOptions:
+@attrs.frozen(repr=False, eq=False)
+class RpcOptions(Value):
     """How JSON-RPC connections are served: their method table and their bound on calls.
 
     ``methods`` None serves the standard table (every seed's methods), built

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 from codexcore._logging import get_logger
 
-from ._control_wire import Credential
+from ._credential import Credential
 from ._dialect import Dialects, serve_socket
 from ._host import SessionHost
 from ._native import READ_CHUNK

@@ -28,8 +28,7 @@ import attrs
 
 from codexcore._logging import get_logger
 
-from ._control import peer_uid_of_fd
-from ._control_wire import Credential
+from ._credential import Credential, peer_uid_of_fd
 from ._dialect import Dialects, serve_stdio_conduit
 from ._host import HostConfig, SessionHost
 from ._native import READ_CHUNK

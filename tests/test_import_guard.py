@@ -69,6 +69,15 @@ REDIS = ("codexcore.adapters.redis_pool",)
 CONTROL_CLIENT = ("codexcore.adapters._control_client", "codexcore.adapters._control_rpc")
 """The sending side of control messages (``codexcore control``)."""
 
+CONTROL_RECEIVER = (
+    "codexcore.adapters._control",
+    "codexcore.adapters._control_wire",
+    "codexcore.adapters._control_store",
+    "sqlite3",
+)
+"""The receiving side of control messages (the envelopes, the dedupe store): loaded with
+the first control request, not by every server."""
+
 MCP = ("codexcore.engine._mcp_client",)
 """The MCP client: only for a session with MCP servers configured (``mcp`` too)."""
 
@@ -89,8 +98,9 @@ TOOLS = (
 """The tool stack (sandbox helpers, commands, patches): needed when a Task starts, so
 never before a server's first answer."""
 
-FIRST_TURN = ("codexcore.model._client", "httpx", "h11", *TOOLS)
-"""What a server loads once its first answer is out (the first Turn needs it)."""
+FIRST_TURN = ("codexcore.model._client", "httpx", "h11", "html", *TOOLS)
+"""What a server loads once its first answer is out (the first Turn needs it; ``html``
+escapes the environment context)."""
 
 
 def command_modules(*allowed: str) -> tuple[str, ...]:
@@ -104,9 +114,7 @@ STDIO_SERVER = (
     "codexcore.adapters._dialect",
     "codexcore.adapters._host",
     "codexcore.adapters._native",
-    "codexcore.adapters._control",
-    "codexcore.adapters._control_store",
-    "sqlite3",
+    *CONTROL_RECEIVER,
 )
 """The stdio server's host and dialects, and the control store: ``acp`` speaks through its SDK."""
 SERVE_MODULES = ("serve", "control")
@@ -179,6 +187,7 @@ ENTRY_POINTS = [
             *ACP,
             *REDIS,
             *CONTROL_CLIENT,
+            *CONTROL_RECEIVER,
             *MCP,
             *command_modules("exec"),
         ),
@@ -195,6 +204,7 @@ ENTRY_POINTS = [
             *ACP,
             *REDIS,
             *CONTROL_CLIENT,
+            *CONTROL_RECEIVER,
             *MCP,
             *FIRST_TURN,
             *command_modules(*SERVE_MODULES),
