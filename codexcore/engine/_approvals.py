@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from ..protocol import ApprovalPolicy, ReviewDecision
+from ..protocol._value import Value
 
 
 class ExecPlan(enum.Enum):
@@ -81,8 +82,8 @@ def mcp_call_needs_approval(policy: ApprovalPolicy, annotations: Mapping[str, An
     )
 
 
-@attrs.frozen
-class Answer:
+@attrs.frozen(repr=False, eq=False)
+class Answer(Value):
     """The user's answer to an approval request, with their reason if they gave one."""
 
     decision: ReviewDecision

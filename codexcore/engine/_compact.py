@@ -44,6 +44,7 @@ from ..protocol import (
     TokenUsage,
     WarningEvent,
 )
+from ..protocol._value import Value
 from ._config import SessionConfig
 from ._history import History, Item
 from ._instructions import is_contextual
@@ -235,8 +236,8 @@ def trim_oldest(items: Sequence[Item]) -> tuple[list[Item], int]:
     return [*context, *kept], len(rest) - len(kept)
 
 
-@attrs.frozen
-class Compactor:
+@attrs.frozen(repr=False, eq=False)
+class Compactor(Value):
     """Runs compactions of one Session's History for a Task."""
 
     session_id: str

@@ -18,6 +18,7 @@ from ..protocol import (
     SandboxPolicy,
     UserTurn,
 )
+from ..protocol._value import Value
 from ._mcp import McpServerConfig
 from ._models import ModelCatalog
 
@@ -36,8 +37,8 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 
-@attrs.frozen
-class SessionConfig:
+@attrs.frozen(repr=False, eq=False)
+class SessionConfig(Value):
     """What a Session runs with: the engine defaults overlaid by ``configure_session``.
 
     ``model_supports_reasoning_summaries`` says whether ``model`` takes
@@ -109,8 +110,8 @@ class BadTurnContext(ValueError):
         self.field = field
 
 
-@attrs.frozen
-class EngineConfig:
+@attrs.frozen(repr=False, eq=False)
+class EngineConfig(Value):
     """How a :class:`~codexcore.Codex` engine behaves.
 
     ``session`` holds the defaults a Session starts from. ``api_key`` falls

@@ -22,13 +22,15 @@ from typing import Any
 
 import attrs
 
+from ..protocol._value import Value
+
 Item = dict[str, Any]
 Journal = Callable[[str, tuple[Item, ...], str | None], None]
 """Told each change to a History: (kind, items, response_id)."""
 
 
-@attrs.frozen
-class Segment:
+@attrs.frozen(repr=False, eq=False)
+class Segment(Value):
     items: tuple[Item, ...]
     parent: Segment | None
     response_id: str | None

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from ..protocol._value import Value
 from ._history import Item
 
 VIEW_IMAGE_TOOL: dict[str, Any] = {
@@ -57,8 +58,8 @@ class ImageError(ValueError):
     """The image cannot be attached; the message names the problem, for the model."""
 
 
-@attrs.frozen
-class ViewedImage:
+@attrs.frozen(repr=False, eq=False)
+class ViewedImage(Value):
     path: str  # absolute, symlinks resolved
     mime: str
     size: int

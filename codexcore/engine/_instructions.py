@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import codecs
 import datetime
-import html
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +31,7 @@ from typing import Literal
 
 import attrs
 
+from ..protocol._value import Value
 from ._config import SessionConfig
 from ._history import Item
 
@@ -47,8 +47,8 @@ Scope = Literal["global", "project"]
 # --- AGENTS.md ---------------------------------------------------------------------------
 
 
-@attrs.frozen
-class ProjectDoc:
+@attrs.frozen(repr=False, eq=False)
+class ProjectDoc(Value):
     """One AGENTS.md read: where, whose (``global``: ``$CODEXCORE_HOME``'s), its size,
     and how many of its bytes were sent (fewer when the cap cut it)."""
 
@@ -58,8 +58,8 @@ class ProjectDoc:
     sent_bytes: int
 
 
-@attrs.frozen
-class ProjectDocs:
+@attrs.frozen(repr=False, eq=False)
+class ProjectDocs(Value):
     """The AGENTS.md files for a cwd, root first, and their text as the model gets it."""
 
     root: str
@@ -178,8 +178,8 @@ def _cut_warning(cut: list[ProjectDoc], max_bytes: int) -> str:
 # --- the environment ---------------------------------------------------------------------
 
 
-@attrs.frozen
-class Environment:
+@attrs.frozen(repr=False, eq=False)
+class Environment(Value):
     """What the model is told of where and under what rules it works; a field left
     None (in an update) did not change."""
 
@@ -226,8 +226,15 @@ class Environment:
         return self == Environment()
 
 
+def _escape(value: str) -> str:
+    # html (with its entity table) loads at the first Turn, not at every server's start.
+    import html
+
+    return html.escape(value, quote=False)
+
+
 def _tag(name: str, value: str) -> str:
-    return f"  <{name}>{html.escape(value, quote=False)}</{name}>"
+    return f"  <{name}>{_escape(value)}</{name}>"
 
 
 def environment_text(env: Environment, extra: Sequence[tuple[str, str]] = ()) -> str:
@@ -244,9 +251,7 @@ def environment_text(env: Environment, extra: Sequence[tuple[str, str]] = ()) ->
     if env.writable_roots == ():
         lines.append("  <writable_roots />")  # said, so a change to none is said too
     elif env.writable_roots is not None:
-        roots = "".join(
-            f"\n    <root>{html.escape(r, quote=False)}</root>" for r in env.writable_roots
-        )
+        roots = "".join(f"\n    <root>{_escape(r)}</root>" for r in env.writable_roots)
         lines.append(f"  <writable_roots>{roots}\n  </writable_roots>")
     lines.extend(_tag(name, value) for name, value in extra)
     lines.append(ENVIRONMENT_CONTEXT_CLOSE)
@@ -261,6 +266,8 @@ _ROOT = re.compile(r"<root>(.*?)</root>", re.S)
 def parse_environment(text: str) -> Environment:
     """The fields an ``<environment_context>`` block states (the inverse of
     :func:`environment_text` for the fields that make up an :class:`Environment`)."""
+    import html
+
     found = {name: html.unescape(value) for name, value in _FIELD.findall(text)}
     roots = _ROOTS.search(text)
     network = found.get("network_access")
@@ -295,8 +302,8 @@ def timezone_name(environ: dict[str, str] | os._Environ[str] = os.environ) -> st
 # --- the parts of the initial context ------------------------------------------------------
 
 
-@attrs.frozen
-class ContextInputs:
+@attrs.frozen(repr=False, eq=False)
+class ContextInputs(Value):
     """What the parts of the initial context are made from."""
 
     config: SessionConfig

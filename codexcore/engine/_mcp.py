@@ -53,6 +53,7 @@ from ..protocol import (
     McpStartupStatus,
     McpStartupUpdate,
 )
+from ..protocol._value import Value
 
 if TYPE_CHECKING:
     from ._mcp_client import Connection
@@ -93,8 +94,8 @@ STDERR_TAIL = 2048
 """Bytes of a stdio server's stderr kept, to say why it failed."""
 
 
-@attrs.frozen
-class McpServerConfig:
+@attrs.frozen(repr=False, eq=False)
+class McpServerConfig(Value):
     """One ``[mcp_servers.NAME]`` table: a stdio server (``command``, ``args``,
     ``env``, ``cwd``) or a streamable-HTTP one (``url``, the *name* of the
     variable holding its bearer token, ``http_headers``).
@@ -127,8 +128,8 @@ class McpServerConfig:
         return tool not in self.disabled_tools
 
 
-@attrs.frozen
-class McpTool:
+@attrs.frozen(repr=False, eq=False)
+class McpTool(Value):
     """A tool the model is offered: ``qualified`` is its name there."""
 
     server: str

@@ -21,6 +21,8 @@ from typing import Any, Final
 
 import attrs
 
+from ..protocol._value import Value
+
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "DEFAULT_DETAILS",
@@ -49,8 +51,8 @@ def supports_reasoning(model: str, override: bool | None = None) -> bool:
 # --- limits and prices ---------------------------------------------------------------------
 
 
-@attrs.frozen
-class ModelDetails:
+@attrs.frozen(repr=False, eq=False)
+class ModelDetails(Value):
     """What the engine and a UI know of a model: limits in tokens, list prices, release.
 
     Costs are US dollars per million tokens, as OpenAI lists them (None where

@@ -66,6 +66,7 @@ from ..protocol import (
     encode_event,
     to_wire,
 )
+from ..protocol._value import Value
 from ._config import SessionConfig
 from ._history import History, Item, Journal
 from ._instructions import is_contextual
@@ -434,8 +435,8 @@ def recorded_agent_id(home: Path, session_id: str) -> str | None:
     return None
 
 
-@attrs.frozen
-class LoadedSession:
+@attrs.frozen(repr=False, eq=False)
+class LoadedSession(Value):
     """A recorded session rebuilt: ``token_total`` is the session's token usage so far
     (from its last ``token_count``; None when it recorded none)."""
 

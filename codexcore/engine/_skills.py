@@ -36,6 +36,7 @@ from ..protocol import (
     SkillScope,
     TextInput,
 )
+from ..protocol._value import Value
 from ._frontmatter import FrontMatterError, parse_front_matter
 from ._history import History, Item
 from ._instructions import SKILLS_CATALOGUE_OPEN
@@ -56,8 +57,8 @@ class SkillError(ValueError):
     """A ``skill`` input item that cannot be attached; the message names the problem."""
 
 
-@attrs.frozen
-class Catalogue:
+@attrs.frozen(repr=False, eq=False)
+class Catalogue(Value):
     skills: tuple[SkillMetadata, ...]
     errors: tuple[SkillErrorInfo, ...]
 

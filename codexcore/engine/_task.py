@@ -48,6 +48,7 @@ from ..protocol import (
     TurnDiff,
     WarningEvent,
 )
+from ..protocol._value import Value
 from ._approvals import TaskAborted
 from ._compact import Compactor, ContextWindowExceeded, is_context_window_exceeded
 from ._config import SessionConfig
@@ -104,8 +105,8 @@ class TurnSettings:
     totals: TokenTotals = attrs.field(factory=TokenTotals)
 
 
-@attrs.frozen
-class TurnResult:
+@attrs.frozen(repr=False, eq=False)
+class TurnResult(Value):
     response_id: str | None
     called_tools: bool
     last_message: str | None
