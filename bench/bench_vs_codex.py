@@ -765,7 +765,7 @@ class SessionDriver:
                     },
                 }
             )
-            peer.read_until(lambda event: event.get("id") == "configure")
+            peer.read_until(lambda event: event["msg"]["type"] == "session_configured")
             session.startup = time.perf_counter() - peer.began
             session.startup_cpu = _cpu_seconds(peer.proc.pid)
             for number in range(1, turns + 1):
@@ -804,6 +804,21 @@ class SessionDriver:
                 raise RuntimeError(f"codexcore initialize: {reply}")
             if peer.close() != 0:
                 raise RuntimeError("codexcore serve --stdio (JSON-RPC) did not exit 0")
+        return ready, cpu
+
+    def floor_start(self, script: str) -> tuple[float, float]:
+        """The benchmark venv's interpreter running ``script``, spawned to its answer to one
+        line read back: the limit an interpreted server's start cannot go below."""
+        runner = self.runner
+        with tempfile.TemporaryFile() as err:
+            argv = [str(VENV / "bin" / "python"), "-c", script]
+            peer = StdioPeer(argv, runner.codexcore_env, runner.workdir, err)
+            peer.send({"id": 1})
+            peer.read_until(lambda m: m.get("id") == 1)
+            ready = time.perf_counter() - peer.began
+            cpu = _cpu_seconds(peer.proc.pid)
+            if peer.close() != 0:
+                raise RuntimeError(f"the floor script failed: {script}")
         return ready, cpu
 
     def codexcore_acp_start(self) -> tuple[float, float]:
@@ -1145,6 +1160,25 @@ def sessions(runner: Runner, turns: int, count: int) -> tuple[Table, list[str]]:
     return table, problems
 
 
+BARE_FLOOR = "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush()"
+"""The interpreter reading one line and writing it back: nothing imported."""
+
+ASYNCIO_FLOOR = """\
+import asyncio, sys
+
+async def answer():
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    line = await reader.readline()
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+
+asyncio.run(answer())
+"""
+"""An asyncio event loop reading one line from a pipe and writing it back."""
+
+
 def startup(runner: Runner, runs: int) -> tuple[Table, list[str]]:
     """Spawn to ready only, many times, alternating (``--startup-only``, or after the sessions)."""
     driver = SessionDriver(runner)
@@ -1163,6 +1197,12 @@ def startup(runner: Runner, runs: int) -> tuple[Table, list[str]]:
             driver.codexcore_jsonrpc_start
         ),
         "`codexcore acp` (`initialize` and `session/new` answered)": driver.codexcore_acp_start,
+        "floor: the interpreter answers a line (`python -c`, same venv)": (
+            lambda: driver.floor_start(BARE_FLOOR)
+        ),
+        "floor: an asyncio server answers a line (interpreter + asyncio)": (
+            lambda: driver.floor_start(ASYNCIO_FLOOR)
+        ),
         "`codex app-server` (`initialize` and `thread/start` answered)": codex,
     }
     for start in kinds.values():  # warm-up
@@ -1198,7 +1238,10 @@ def startup(runner: Runner, runs: int) -> tuple[Table, list[str]]:
         "ticks, hence the mean). Goal: codexcore's median at most 1.0x Codex's: native "
         f"**{verdict(ratios[0] <= 1.0)}** ({ratios[0]:.2f}), JSON-RPC "
         f"**{verdict(ratios[1] <= 1.0)}** ({ratios[1]:.2f}), ACP "
-        f"**{verdict(ratios[2] <= 1.0)}** ({ratios[2]:.2f})."
+        f"**{verdict(ratios[2] <= 1.0)}** ({ratios[2]:.2f}). The two floors are the same "
+        "interpreter answering one line with no codexcore code: plainly, and from an asyncio "
+        "event loop, which every codexcore server runs (asyncio imports ssl, socket, "
+        "subprocess, inspect and logging with it)."
     )
     return table, []
 
