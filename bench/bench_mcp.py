@@ -44,8 +44,8 @@ async def bench_call(calls: int) -> None:
 
     from codexcore.engine import EngineConfig, SessionConfig
     from codexcore.engine._approvals import Approvals
-    from codexcore.engine._codex import UNCONFINED
     from codexcore.engine._mcp import McpManager, McpServerConfig
+    from codexcore.engine._session_lifecycle import UNCONFINED
     from codexcore.engine._tools import ToolRouter
     from codexcore.engine._turn_diff import TurnDiffTracker
     from codexcore.protocol import EventMsg

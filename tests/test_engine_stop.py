@@ -29,8 +29,8 @@ import pytest
 from codexcore import Codex
 from codexcore import protocol as p
 from codexcore.engine import State
-from codexcore.engine._codex import PLAN
 from codexcore.engine._rollout import find_rollout, load_session, read_events, read_records
+from codexcore.engine._submissions import PLAN
 from codexcore.protocol import (
     Checkpoint,
     ExecApproval,

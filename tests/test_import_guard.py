@@ -98,7 +98,17 @@ TOOLS = (
 """The tool stack (sandbox helpers, commands, patches): needed when a Task starts, so
 never before a server's first answer."""
 
-FIRST_TURN = ("codexcore.model._client", "httpx", "h11", "html", *TOOLS)
+TASK = (
+    "codexcore.engine._task",
+    "codexcore.engine._task_lifecycle",
+    "codexcore.engine._compact",
+    "codexcore.engine._turn_diff",
+    "codexcore.engine._turn_context",
+)
+"""The Task machinery (the Task and its Turns, compaction, starting and steering a Task,
+per-turn settings): loaded with the first Task, never before a server's first answer."""
+
+FIRST_TURN = ("codexcore.model", "httpx", "h11", "html", *TASK, *TOOLS)
 """What a server loads once its first answer is out (the first Turn needs it; ``html``
 escapes the environment context)."""
 

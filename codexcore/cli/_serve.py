@@ -161,8 +161,10 @@ def _import_serving_code() -> None:
 
 def _load_first_turn() -> None:
     """What a Task needs and a first answer does not, loaded once that answer is out:
-    the model client with httpx (about a fifth of the imports) and the tool stack.
-    The UI gets its answer sooner, and its first Turn finds them loaded."""
+    the model client with httpx (about a fifth of the imports), the Task machinery
+    and the tool stack. The UI gets its answer sooner, and its first Turn finds them
+    loaded."""
+    import codexcore.engine._task_lifecycle
     import codexcore.engine._tools
     import codexcore.model._client  # noqa: F401
 

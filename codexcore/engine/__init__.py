@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from ._clients import ModelClientPool
-from ._codex import Codex, EngineClosed, Rejected, State, parse_submission
+from ._codex import Codex, EngineClosed, Rejected, parse_submission
 from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._instructions import ProjectDoc, ProjectDocs, project_root, read_project_docs
 from ._mcp import McpServerConfig
@@ -24,6 +24,7 @@ from ._rollout import (
     recorded_agent_id,
 )
 from ._session import new_agent_id
+from ._submissions import State
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..protocol import AbortReason, StopKind, TaskComplete, TokenUsage
+from ..protocol import AbortReason, StopKind, TaskComplete, TokenUsage, TokenUsageInfo
 from ..tools._sandbox_status import SandboxStatus
 from ._approvals import Approvals
 from ._clients import ModelClientPool
@@ -17,7 +17,6 @@ from ._history import History, Item
 from ._instructions import ContextTracker, told_in
 from ._mcp import McpManager
 from ._rollout import RolloutWriter, config_record, journal
-from ._task import TokenTotals
 
 if TYPE_CHECKING:
     from ..model import ModelClient
@@ -52,6 +51,25 @@ class RunningTask:
     supervisor: asyncio.Task[None]
     abort_reason: AbortReason = "interrupted"
     stop: StopRequest = attrs.field(factory=StopRequest)
+
+
+class TokenTotals:
+    """A Session's token usage so far: what ``token_count.info`` reports.
+
+    Kept with the Session, not with the Task that counts into it, so that making
+    a Session does not load the Task machinery (start-up, issue 20).
+    """
+
+    def __init__(self, total: TokenUsage | None = None) -> None:
+        self.total = total or TokenUsage()
+
+    def add(self, last: TokenUsage, window: int | None) -> TokenUsageInfo:
+        """Count one response's usage; the info to report after it."""
+        names = [field.name for field in attrs.fields(TokenUsage)]
+        self.total = TokenUsage(
+            **{name: getattr(self.total, name) + getattr(last, name) for name in names}
+        )
+        return TokenUsageInfo(self.total, last, window)
 
 
 def new_agent_id() -> str:

@@ -43,7 +43,6 @@ from ..protocol import (
     TaskComplete,
     TokenCount,
     TokenUsage,
-    TokenUsageInfo,
     TurnComplete,
     TurnDiff,
     WarningEvent,
@@ -64,6 +63,7 @@ from ._requests import (
     reasoning_text,
     user_message_event,
 )
+from ._session import TokenTotals
 from ._turn_diff import TurnDiffTracker
 
 if TYPE_CHECKING:
@@ -71,21 +71,6 @@ if TYPE_CHECKING:
     from ._tools import ToolRouter
 
 Emit = Callable[[EventMsg], Awaitable[None]]
-
-
-class TokenTotals:
-    """A Session's token usage so far: what ``token_count.info`` reports."""
-
-    def __init__(self, total: TokenUsage | None = None) -> None:
-        self.total = total or TokenUsage()
-
-    def add(self, last: TokenUsage, window: int | None) -> TokenUsageInfo:
-        """Count one response's usage; the info to report after it."""
-        names = [field.name for field in attrs.fields(TokenUsage)]
-        self.total = TokenUsage(
-            **{name: getattr(self.total, name) + getattr(last, name) for name in names}
-        )
-        return TokenUsageInfo(self.total, last, window)
 
 
 @attrs.define

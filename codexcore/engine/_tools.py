@@ -33,6 +33,7 @@ from ..protocol import (
     UpdateChange,
     ViewImageToolCall,
 )
+from ..protocol._value import Value
 from ..tools import apply_patch as patches
 from ..tools.environment import command_environment
 from ..tools.exec import ExecResult, run_command
@@ -64,8 +65,8 @@ class ToolCallError(ValueError):
     """The model's call cannot be run as given; the message goes back to the model."""
 
 
-@attrs.frozen
-class ShellCall:
+@attrs.frozen(repr=False, eq=False)
+class ShellCall(Value):
     call_id: str
     argv: tuple[str, ...]
     cwd: str

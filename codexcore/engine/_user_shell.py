@@ -5,6 +5,10 @@ The user runs a command beside (or without) a Task: in their shell (``$SHELL
 no approval (the user asked for it), streamed with ``source: "user_shell"``.
 The command and its output become one user message in Codex's
 ``<user_shell_command>`` form, so the model sees them with its next request.
+
+The op's action (:func:`user_shell`) starts the command in an asyncio task of
+the Session's own and returns, so the dispatcher goes on; ``interrupt`` and
+the Session's end kill it (``Session.stop_shells``).
 """
 
 from __future__ import annotations
@@ -13,14 +17,21 @@ import asyncio
 import os
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from ..protocol import EventMsg, ExecCommandBegin, ExecCommandEnd
+from ..protocol import EventMsg, ExecCommandBegin, ExecCommandEnd, RunUserShellCommand, Submission
 from ..tools.exec import ExecResult
 from ..tools.output import truncate_middle
 from ..tools.sandbox import SandboxSpec, SandboxStatus
 from ._config import SessionConfig
 from ._history import Item
+from ._session_lifecycle import UNCONFINED
+from ._submissions import SubmissionRejected
 from ._tools import run_exec
+
+if TYPE_CHECKING:
+    from ._codex import Codex
+    from ._session import Session
 
 Emit = Callable[[EventMsg], Awaitable[None]]
 
@@ -49,6 +60,47 @@ def resolve_cwd(requested: str | None, root: str) -> str:
     if not os.path.isdir(real):
         raise BadCwd(f"cwd {requested!r} is not a directory")
     return path
+
+
+def command_cwd(codex: Codex, op: RunUserShellCommand) -> str:
+    """Where ``op`` runs (:func:`resolve_cwd` in the Session's cwd); a bad cwd refuses it."""
+    try:
+        return resolve_cwd(op.cwd, codex._session_config().cwd)
+    except BadCwd as exc:
+        raise SubmissionRejected(str(exc), "bad_cwd") from None
+
+
+async def user_shell(codex: Codex, sub: Submission, cwd: str) -> None:
+    """Start the user's command (in ``cwd``, from :func:`command_cwd`) beside whatever
+    runs; the dispatcher goes on."""
+    session = codex._require_session()
+    shell = asyncio.create_task(
+        _run_and_record(codex, session, sub, cwd), name=f"codexcore-user-shell-{sub.id}"
+    )
+    session.shells.add(shell)
+    shell.add_done_callback(session.shells.discard)
+
+
+async def _run_and_record(codex: Codex, session: Session, sub: Submission, cwd: str) -> None:
+    """Run the command, then record it for the model unless the UI hands it over itself."""
+    op = sub.op
+    assert isinstance(op, RunUserShellCommand)
+    result = await run_user_shell(
+        op.command,
+        op.timeout_ms,
+        cwd=cwd,
+        config=session.config,
+        sandbox=session.sandbox or UNCONFINED,
+        emit=codex._emitter(sub.id),
+    )
+    if not op.record:
+        return  # the UI hands the result to the model itself
+    record = user_shell_record(op.command, result, limit_bytes=codex.config.exec_output_limit)
+    running = session.running
+    if running is not None and not running.runner.done():
+        session.add_context(record)  # the History is the running Task's to write
+    else:
+        session.history.record([record], None)
 
 
 def user_shell_argv(command: str) -> tuple[str, ...]:
