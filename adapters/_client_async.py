@@ -2,9 +2,10 @@
 connections (the public module, :mod:`codexcore.adapters.client`, describes what a UI
 sees).
 
-It opens a connection (:mod:`._client_link`), says hello, and reads it in a task of
-its own into a bounded queue the UI reads; on a drop it redials, reattaches with the
-highest ``seq`` seen and resends what is unanswered.
+It opens a connection (:mod:`._client_link`), says hello
+(:mod:`._client_handshake`), and reads it in a task of its own into a bounded queue the
+UI reads; on a drop it redials, reattaches with the highest ``seq`` seen and resends
+what is unanswered.
 """
 
 from __future__ import annotations
@@ -44,17 +45,16 @@ from codexcore.protocol import (
     Hello,
     Op,
     Peer,
-    Refused,
     Shutdown,
     ShutdownComplete,
     Submission,
     SubmissionAck,
     SubmissionRejected,
     Welcome,
-    encode_connection_msg,
     encode_submission,
 )
 
+from ._client_handshake import Retry, handshake, redial
 from ._client_link import (
     DEFAULT_MAX_LINE_BYTES,
     Child,
@@ -66,18 +66,15 @@ from ._client_link import (
 )
 from ._client_types import (
     ClientOptions,
-    ConnectionLost,
     ControlChange,
     Disconnected,
     EventsLost,
-    HandshakeRefused,
     Notice,
     NoticeCallback,
     NotInControl,
     Reconnected,
     ReconnectPolicy,
     RemoteError,
-    SessionLost,
     StdioOptions,
     SubmissionRefused,
 )
@@ -94,14 +91,7 @@ log = get_logger("codexcore.adapters.client")  # the public module's name, as be
 Dial = Callable[[], Awaitable[Link]]
 
 CLIENT_NAME = "codexcore.client"
-RETRIABLE_REFUSALS = frozenset({"too_many_connections", "session_full", "handshake_timeout"})
-"""Refusals worth another attempt: the server is busy, not saying no."""
-LOST_SESSION_REFUSALS = frozenset({"unknown_session", "bad_seq"})
 MAX_RESENT_TRACKED = 1024
-
-
-class _Retry(Exception):
-    """A connection attempt failed in a way worth trying again."""
 
 
 class _Pending:
@@ -293,7 +283,7 @@ class RemoteCodex:
         link = await self._dial()
         try:
             welcome = await self._handshake(link, self._first_session_id, self._last_seq)
-        except _Retry as exc:
+        except Retry as exc:
             link.abort()
             if self._child is not None:
                 raise await self._child.exited() from None
@@ -469,12 +459,7 @@ class RemoteCodex:
     # --- internals: connecting ---------------------------------------------------------------
 
     async def _handshake(self, link: Link, session_id: str | None, last_seq: int | None) -> Welcome:
-        """Say hello on a new connection; the ``welcome``, or raise.
-
-        Raises :class:`_Retry` for what may go better on another attempt (no
-        answer, a dropped connection, a busy server), :class:`~.client.SessionLost` or
-        :class:`~.client.HandshakeRefused` for a refusal.
-        """
+        """Say hello on a new connection (see :func:`~._client_handshake.handshake`)."""
         hello = Hello(
             PROTOCOL_VERSION,
             self._peer,
@@ -483,29 +468,7 @@ class RemoteCodex:
             last_seq if session_id is not None else None,
             self._want_control,
         )
-        try:
-            async with asyncio.timeout(self._handshake_timeout):
-                link.write(encode_connection_msg(hello) + b"\n")
-                await link.drain()
-                while True:
-                    line = await link.read_line()
-                    if line is None:
-                        raise _Retry(f"{link.reason} before answering the hello")
-                    answer = parse_line(line)
-                    if isinstance(answer, Welcome):
-                        return answer
-                    if isinstance(answer, Refused):
-                        if answer.code in RETRIABLE_REFUSALS:
-                            raise _Retry(f"refused ({answer.code}): {answer.message}")
-                        if answer.code in LOST_SESSION_REFUSALS:
-                            raise SessionLost(answer.code, answer.message)
-                        raise HandshakeRefused(answer.code, answer.message)
-                    if answer is not None:
-                        raise RemoteError(f"expected a welcome, got {line[:200]!r}")
-        except TimeoutError:
-            raise _Retry(f"no answer to the hello within {self._handshake_timeout} s") from None
-        except (ConnectionError, OSError) as exc:
-            raise _Retry(f"the connection failed during the hello: {exc!r}") from None
+        return await handshake(link, hello, self._handshake_timeout)
 
     async def _adopt(self, link: Link, welcome: Welcome, *, reconnected: bool) -> None:
         """Take a connection that was welcomed into use: resend what is unanswered."""
@@ -531,37 +494,12 @@ class RemoteCodex:
                 await self._notice(EventsLost(first, welcome.replay_from - 1))
 
     async def _reconnect(self, reason: str) -> tuple[Link, Welcome]:
-        policy = self._policy
-        if policy is None:
-            raise ConnectionLost(f"the connection was lost ({reason}); reconnecting is off", 0)
-        started = time.monotonic()
-        problem, attempt = reason, 0
-        while attempt < policy.attempts:
-            delay = policy.delay(attempt + 1)
-            if time.monotonic() + delay - started > policy.deadline:
-                break
-            attempt += 1
-            if delay:
-                await asyncio.sleep(delay)  # backoff
-            try:
-                async with asyncio.timeout(self._handshake_timeout):
-                    link = await self._dial()
-            except (OSError, TimeoutError) as exc:
-                problem = f"connecting failed: {exc!r}"
-                continue
-            try:
-                return link, await self._handshake(link, self.session_id, self._last_seq)
-            except _Retry as exc:
-                link.abort()
-                problem = str(exc)
-            except BaseException:
-                link.abort()
-                raise
-        raise ConnectionLost(
-            f"the connection was lost ({reason}) and {attempt} attempts to reconnect "
-            f"failed; the last: {problem}",
-            attempt,
-        )
+        """Redial and reattach after a drop (see :func:`~._client_handshake.redial`)."""
+
+        async def attach(link: Link) -> Welcome:
+            return await self._handshake(link, self.session_id, self._last_seq)
+
+        return await redial(self._dial, attach, self._policy, self._handshake_timeout, reason)
 
     # --- control messages to live sessions (seed 003) ----------------------------------------
 
