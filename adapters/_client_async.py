@@ -5,13 +5,12 @@ sees).
 It opens a connection (:mod:`._client_link`), says hello
 (:mod:`._client_handshake`), and reads it in a task of its own into a bounded queue the
 UI reads; on a drop it redials, reattaches with the highest ``seq`` seen and resends
-what is unanswered.
+what is unanswered (:mod:`._client_outbox`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import itertools
 import os
@@ -51,7 +50,6 @@ from codexcore.protocol import (
     SubmissionAck,
     SubmissionRejected,
     Welcome,
-    encode_submission,
 )
 
 from ._client_handshake import Retry, handshake, redial
@@ -64,6 +62,7 @@ from ._client_link import (
     open_unix,
     parse_line,
 )
+from ._client_outbox import Outbox
 from ._client_types import (
     ClientOptions,
     ControlChange,
@@ -91,17 +90,6 @@ log = get_logger("codexcore.adapters.client")  # the public module's name, as be
 Dial = Callable[[], Awaitable[Link]]
 
 CLIENT_NAME = "codexcore.client"
-MAX_RESENT_TRACKED = 1024
-
-
-class _Pending:
-    """A submission not answered yet, and on how many connections it was written."""
-
-    __slots__ = ("copies", "submission")
-
-    def __init__(self, submission: Submission) -> None:
-        self.submission = submission
-        self.copies = 0
 
 
 class _Opening:
@@ -177,12 +165,8 @@ class RemoteCodex:
         self.control = False
         """Whether this client controls its session (may submit)."""
         self._child: Child | None = None
-        self._link: Link | None = None
         self._queue: janus.Queue[Event | Notice] | None = None
-        self._pending: dict[str, _Pending] = {}
-        self._extra_acks: collections.OrderedDict[str, int] = collections.OrderedDict()
-        self._room = asyncio.Event()
-        self._write_lock = asyncio.Lock()
+        self._outbox = Outbox(self._check_open_stream)
         self._reader: asyncio.Task[None] | None = None
         self._started = False
         self._ended = False  # no more events will be queued
@@ -336,7 +320,7 @@ class RemoteCodex:
             raise RemoteError("a stdio server is its session: it cannot be reconnected")
         if take_control:
             self._want_control = True
-        link = self._link
+        link = self._outbox.link
         if link is not None:
             link.abort("reconnect requested")
 
@@ -357,7 +341,7 @@ class RemoteCodex:
     @property
     def connected(self) -> bool:
         """Whether a connection is up right now (False while reconnecting)."""
-        return self._link is not None
+        return self._outbox.link is not None
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
@@ -383,11 +367,11 @@ class RemoteCodex:
                 "or another client took control): reconnect(take_control=True) takes it"
             )
         sub_id = self.new_id() if id is None else id
-        while len(self._pending) >= self._max_unanswered:
-            self._room.clear()
-            await self._room.wait()
+        while len(self._outbox) >= self._max_unanswered:
+            self._outbox.room.clear()
+            await self._outbox.room.wait()
             self._check_usable()
-        await self._send(Submission(sub_id, op))
+        await self._outbox.send(Submission(sub_id, op))
         return sub_id
 
     async def next_event(self) -> Event:
@@ -474,17 +458,7 @@ class RemoteCodex:
         """Take a connection that was welcomed into use: resend what is unanswered."""
         self.welcome = welcome
         self.control = welcome.control
-        async with self._write_lock:
-            self._link = link
-            resent = tuple(self._pending)
-            for entry in self._pending.values():
-                link.write(encode_submission(entry.submission) + b"\n")
-                entry.copies += 1
-            if resent:
-                try:
-                    await link.drain()
-                except (ConnectionError, OSError) as exc:
-                    link.abort(f"resending failed: {exc!r}")
+        resent = await self._outbox.adopt(link)
         if reconnected:
             log.info("reconnected", session=welcome.session_id, resent=len(resent))
             await self._notice(Reconnected(welcome, resent))
@@ -576,13 +550,7 @@ class RemoteCodex:
             future = asyncio.get_running_loop().create_future()
             self._control_acks[request_id] = future
         try:
-            async with self._write_lock:
-                self._check_open_stream()
-                link = self._link
-                if link is None or link.closing:
-                    raise ConnectionError("not connected (reconnecting)")
-                link.write(orjson.dumps(envelope) + b"\n")
-                await link.drain()
+            await self._outbox.write_json(envelope)
             return await asyncio.shield(future)
         finally:
             if future.done():
@@ -595,7 +563,7 @@ class RemoteCodex:
         failure: RemoteError | None = None
         try:
             while True:
-                link = self._link
+                link = self._outbox.link
                 assert link is not None
                 reason = await self._serve(link)
                 if self._ended or self._closed:
@@ -663,43 +631,16 @@ class RemoteCodex:
         msg = event.msg
         deliver = True
         if isinstance(msg, SubmissionAck):
-            deliver = self._first_ack(msg.id)
-        elif isinstance(msg, ErrorEvent) and event.id in self._pending:
-            self._answered(event.id)  # a line the server could not use: no ack, no resend
+            deliver = self._outbox.first_ack(msg.id)
+        elif isinstance(msg, ErrorEvent) and event.id in self._outbox:
+            self._outbox.answered(event.id)  # a line the server could not use: no ack, no resend
         elif isinstance(msg, ShutdownComplete):
             self._ended = True
         if deliver:
             await self._put(event)
 
-    def _first_ack(self, sub_id: str) -> bool:
-        """An ack arrived: is it the first for ``sub_id``? A submission resent after a
-        reconnect may be acknowledged once per copy (``duplicate: true`` for the later
-        ones): the UI sees one answer."""
-        entry = self._answered(sub_id)
-        if entry is not None:
-            if entry.copies > 1:
-                self._extra_acks[sub_id] = entry.copies - 1
-                while len(self._extra_acks) > MAX_RESENT_TRACKED:
-                    self._extra_acks.popitem(last=False)
-            return True
-        extra = self._extra_acks.get(sub_id)
-        if extra is None:
-            return True
-        if extra <= 1:
-            del self._extra_acks[sub_id]
-        else:
-            self._extra_acks[sub_id] = extra - 1
-        log.debug("an ack of a resent copy", sub_id=sub_id)
-        return False
-
-    def _answered(self, sub_id: str) -> _Pending | None:
-        entry = self._pending.pop(sub_id, None)
-        if entry is not None:
-            self._room.set()
-        return entry
-
     async def _on_rejected(self, message: SubmissionRejected) -> None:
-        if message.id and self._answered(message.id) is None:
+        if message.id and self._outbox.answered(message.id) is None:
             log.info("a resent copy was refused", sub_id=message.id, code=message.code)
             return
         await self._notice(SubmissionRefused(message.id, message.code, message.message))
@@ -713,30 +654,13 @@ class RemoteCodex:
         with contextlib.suppress(janus.AsyncQueueShutDown):
             await self._require_queue().async_q.put(item)
 
-    async def _send(self, submission: Submission) -> None:
-        line = encode_submission(submission) + b"\n"
-        async with self._write_lock:
-            self._check_open_stream()
-            entry = self._pending[submission.id] = _Pending(submission)
-            link = self._link
-            if link is None or link.closing:
-                return  # sent when the connection is back
-            link.write(line)
-            entry.copies += 1
-            try:
-                await link.drain()
-            except (ConnectionError, OSError) as exc:
-                link.abort(f"writing failed: {exc!r}")  # the reader reconnects and resends
-
     def _check_open_stream(self) -> None:
         if self._ended:
             raise self._end_error()
 
     async def _lose(self, link: Link, reason: str) -> None:
         link.abort()
-        async with self._write_lock:
-            if self._link is link:
-                self._link = None
+        await self._outbox.drop(link)
         log.info("connection lost", reason=reason, last_seq=self._last_seq)
         await self._notice(Disconnected(reason))
 
@@ -744,10 +668,10 @@ class RemoteCodex:
         self._ended = True
         if failure is not None and self._failure is None:
             self._failure = failure
-        self._room.set()
+        self._outbox.room.set()
         if self._queue is not None:
             self._queue.shutdown()  # what is queued is still read, then the end
-        link, self._link = self._link, None
+        link = self._outbox.take()
         if link is not None:
             link.abort()
 
@@ -773,13 +697,13 @@ class RemoteCodex:
                 await self._child.close(self._close_timeout)
             elif end_session and not self._ended and self.control and reader is not None:
                 with contextlib.suppress(RemoteError, EngineClosed):
-                    await self._send(Submission(self.new_id(), Shutdown()))
+                    await self._outbox.send(Submission(self.new_id(), Shutdown()))
                     async with asyncio.timeout(self._close_timeout):
                         await asyncio.wait({reader})  # it ends at shutdown_complete
         except TimeoutError:
             log.info("the session did not end within the close timeout; leaving it")
         finally:
-            link = self._link
+            link = self._outbox.link
             if link is not None:
                 link.close()  # a detach: what was submitted still goes out
             if reader is not None:

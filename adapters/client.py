@@ -27,7 +27,8 @@ The wire this speaks is described in ``docs/adapters.md``.
 This module is the public face; the implementation is in private modules
 behind it (``_client_async``: :class:`RemoteCodex`; ``_client_thread``:
 :class:`RemoteCodexThread`; ``_client_types``: notices, errors, options;
-``_client_link``, ``_client_handshake``: its parts). Import from here.
+``_client_link``, ``_client_handshake``, ``_client_outbox``: its parts). Import from
+here.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ from __future__ import annotations
 from codexcore.engine import EngineClosed
 
 from ._client_async import CLIENT_NAME as CLIENT_NAME
-from ._client_async import MAX_RESENT_TRACKED as MAX_RESENT_TRACKED
 from ._client_async import Dial as Dial
 from ._client_async import RemoteCodex
 from ._client_handshake import LOST_SESSION_REFUSALS as LOST_SESSION_REFUSALS
 from ._client_handshake import RETRIABLE_REFUSALS as RETRIABLE_REFUSALS
 from ._client_link import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
 from ._client_link import default_stdio_argv
+from ._client_outbox import MAX_RESENT_TRACKED as MAX_RESENT_TRACKED
 from ._client_thread import RemoteCodexThread
 from ._client_types import (
     ClientOptions,
