@@ -2,10 +2,10 @@
 connections (the public module, :mod:`codexcore.adapters.client`, describes what a UI
 sees).
 
-It opens a connection (:mod:`._client_link`), says hello
-(:mod:`._client_handshake`), and reads it in a task of its own into a bounded queue the
-UI reads; on a drop it redials, reattaches with the highest ``seq`` seen and resends
-what is unanswered (:mod:`._client_outbox`).
+It opens a connection (:mod:`._client_link`), says hello (:mod:`._client_handshake`),
+and reads it in a task of its own into a bounded queue the UI reads
+(:mod:`._client_inbox`); on a drop it redials, reattaches with the highest ``seq`` seen
+and resends what is unanswered (:mod:`._client_outbox`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ import asyncio
 import contextlib
 import itertools
 import os
-import queue
 import secrets
 import ssl as _ssl
-import time
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -53,6 +51,7 @@ from codexcore.protocol import (
 )
 
 from ._client_handshake import Retry, handshake, redial
+from ._client_inbox import Inbox
 from ._client_link import (
     DEFAULT_MAX_LINE_BYTES,
     Child,
@@ -153,8 +152,6 @@ class RemoteCodex:
         self._want_control = control
         self._peer = Peer(client_name, client_version)
         self._policy = reconnect
-        self._on_notice = on_notice
-        self._event_buffer = event_buffer
         self._max_unanswered = max_unanswered
         self._handshake_timeout = handshake_timeout
         self._close_timeout = close_timeout
@@ -165,14 +162,12 @@ class RemoteCodex:
         self.control = False
         """Whether this client controls its session (may submit)."""
         self._child: Child | None = None
-        self._queue: janus.Queue[Event | Notice] | None = None
+        self._inbox = Inbox(event_buffer, on_notice)
         self._outbox = Outbox(self._check_open_stream)
         self._reader: asyncio.Task[None] | None = None
         self._started = False
         self._ended = False  # no more events will be queued
         self._closed = False  # aclose() or detach() was called
-        self._discarding = False
-        self._failure: RemoteError | None = None
         self._control_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     # --- constructors -------------------------------------------------------------------
@@ -277,7 +272,7 @@ class RemoteCodex:
             if self._child is not None:
                 await self._child.close(self._close_timeout)
             raise
-        self._queue = janus.Queue(self._event_buffer)
+        self._inbox.open()
         await self._adopt(link, welcome, reconnected=False)
         self._reader = asyncio.create_task(self._run(), name="codexcore-client")
         return self
@@ -376,15 +371,7 @@ class RemoteCodex:
 
     async def next_event(self) -> Event:
         """The next event; raises EngineClosed after the stream has ended."""
-        q = self._require_queue()
-        while True:
-            try:
-                item = await q.async_q.get()
-            except janus.AsyncQueueShutDown:
-                raise self._end_error() from None
-            if isinstance(item, Event):
-                return item
-            self._deliver_notice(item)
+        return await self._inbox.get()
 
     async def events(self) -> AsyncIterator[Event]:
         """Every event, ending after ``shutdown_complete``."""
@@ -399,46 +386,21 @@ class RemoteCodex:
 
     def _next_blocking(self, timeout: float | None) -> Event:
         """``next_event`` for another thread (see :class:`~.client.RemoteCodexThread`)."""
-        q = self._require_queue()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                item = q.sync_q.get(timeout=remaining)
-            except janus.SyncQueueShutDown:
-                raise self._end_error() from None
-            except queue.Empty:
-                raise TimeoutError(f"no event within {timeout} s") from None
-            if isinstance(item, Event):
-                return item
-            self._deliver_notice(item)
+        return self._inbox.get_blocking(timeout)
 
     # --- internals: state ------------------------------------------------------------------
 
     def _require_queue(self) -> janus.Queue[Event | Notice]:
-        if self._queue is None:
-            raise RuntimeError("not connected yet: await the constructor first")
-        return self._queue
+        return self._inbox.queue()
 
     def _end_error(self) -> Exception:
-        if self._failure is not None:
-            return self._failure
-        return EngineClosed("the event stream has ended")
+        return self._inbox.end_error()
 
     def _check_usable(self) -> None:
         if self._closed:
             raise EngineClosed("the client is closed")
         if self._ended:
             raise self._end_error()
-
-    def _deliver_notice(self, notice: Notice) -> None:
-        if self._on_notice is None:
-            log.info("connection notice", notice=repr(notice))
-            return
-        try:
-            self._on_notice(notice)
-        except Exception:  # one broken callback must not stop the stream
-            log.exception("on_notice callback failed", notice=repr(notice))
 
     # --- internals: connecting ---------------------------------------------------------------
 
@@ -637,7 +599,7 @@ class RemoteCodex:
         elif isinstance(msg, ShutdownComplete):
             self._ended = True
         if deliver:
-            await self._put(event)
+            await self._inbox.put(event)
 
     async def _on_rejected(self, message: SubmissionRejected) -> None:
         if message.id and self._outbox.answered(message.id) is None:
@@ -646,13 +608,7 @@ class RemoteCodex:
         await self._notice(SubmissionRefused(message.id, message.code, message.message))
 
     async def _notice(self, notice: Notice) -> None:
-        await self._put(notice)
-
-    async def _put(self, item: Event | Notice) -> None:
-        if self._discarding:
-            return
-        with contextlib.suppress(janus.AsyncQueueShutDown):
-            await self._require_queue().async_q.put(item)
+        await self._inbox.put(notice)
 
     def _check_open_stream(self) -> None:
         if self._ended:
@@ -666,31 +622,19 @@ class RemoteCodex:
 
     def _finish(self, failure: RemoteError | None) -> None:
         self._ended = True
-        if failure is not None and self._failure is None:
-            self._failure = failure
+        self._inbox.end(failure)  # what is queued is still read, then the end
         self._outbox.room.set()
-        if self._queue is not None:
-            self._queue.shutdown()  # what is queued is still read, then the end
         link = self._outbox.take()
         if link is not None:
             link.abort()
 
     # --- internals: closing --------------------------------------------------------------------
 
-    def _discard(self) -> None:
-        """From now on nobody reads: drop what is queued, and queue nothing more."""
-        self._discarding = True
-        if self._queue is None:
-            return
-        with contextlib.suppress(janus.AsyncQueueEmpty, janus.AsyncQueueShutDown):
-            while True:
-                self._queue.async_q.get_nowait()
-
     async def _close(self, *, end_session: bool) -> None:
         if self._closed or not self._started:
             return
         self._closed = True
-        self._discard()
+        self._inbox.discard()
         reader = self._reader
         try:
             if self._child is not None:
@@ -716,6 +660,4 @@ class RemoteCodex:
                 with contextlib.suppress(asyncio.CancelledError):
                     await reader
             self._finish(None)
-            if self._queue is not None:
-                self._queue.shutdown(immediate=True)
-                await self._queue.wait_closed()
+            await self._inbox.close()
