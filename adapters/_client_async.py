@@ -5,7 +5,8 @@ sees).
 It opens a connection (:mod:`._client_link`), says hello (:mod:`._client_handshake`),
 and reads it in a task of its own into a bounded queue the UI reads
 (:mod:`._client_inbox`); on a drop it redials, reattaches with the highest ``seq`` seen
-and resends what is unanswered (:mod:`._client_outbox`).
+and resends what is unanswered (:mod:`._client_outbox`). The acks of control messages
+go to their senders through :mod:`._client_control`.
 """
 
 from __future__ import annotations
@@ -16,18 +17,10 @@ import itertools
 import os
 import secrets
 import ssl as _ssl
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Generator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, Unpack
 
 import janus
-import orjson
 
 from codexcore import __version__
 from codexcore._logging import get_logger
@@ -36,7 +29,6 @@ from codexcore.protocol import (
     PROTOCOL_VERSION,
     Closing,
     ControlChanged,
-    ControlMessages,
     ErrorEvent,
     Event,
     Hello,
@@ -50,6 +42,7 @@ from codexcore.protocol import (
     Welcome,
 )
 
+from ._client_control import AckWaiters, control_target
 from ._client_handshake import Retry, handshake, redial
 from ._client_inbox import Inbox
 from ._client_link import (
@@ -77,7 +70,6 @@ from ._client_types import (
     SubmissionRefused,
 )
 from ._control_client import (
-    ControlError,
     SenderOptions,
     interrupt_envelope,
     send_control,
@@ -168,7 +160,7 @@ class RemoteCodex:
         self._started = False
         self._ended = False  # no more events will be queued
         self._closed = False  # aclose() or detach() was called
-        self._control_acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._control_acks = AckWaiters()
 
     # --- constructors -------------------------------------------------------------------
 
@@ -460,8 +452,7 @@ class RemoteCodex:
         Raises :class:`~._control_client.ControlError` when the server does not
         announce control messages (``welcome.control_messages``) or no ack comes.
         """
-        capabilities = self._control_capabilities("stdin")
-        target, agent = self._control_target(session_id, agent_id)
+        capabilities, target, agent = control_target(self.welcome, "stdin", session_id, agent_id)
         envelope = stdin_envelope(
             sender,
             target,
@@ -484,39 +475,12 @@ class RemoteCodex:
         """Interrupt a live session's running Task (``control.interrupt.request``); the
         ack, ``ok`` once the Task has ended (``detail: idle`` when none ran). Targets and
         retries as :meth:`control_stdin`."""
-        self._control_capabilities("interrupt")
-        target, agent = self._control_target(session_id, agent_id)
+        _, target, agent = control_target(self.welcome, "interrupt", session_id, agent_id)
         envelope = interrupt_envelope(sender, target, agent, thread_id=thread_id)
         return await send_control(self._send_control, envelope, sender)
 
-    def _control_capabilities(self, kind: str) -> ControlMessages:
-        welcome = self.welcome
-        found = welcome.control_messages if welcome is not None else None
-        if found is None or not getattr(found, kind):
-            raise ControlError(f"the server does not take control {kind} requests")
-        return found
-
-    def _control_target(self, session_id: str | None, agent_id: str | None) -> tuple[str, str]:
-        if session_id is None or session_id == self.session_id:
-            welcome = self.welcome
-            assert welcome is not None
-            return self.session_id, agent_id or welcome.agent_id or ""
-        if agent_id is None:
-            raise ControlError(f"give the agent_id of session {session_id}")
-        return session_id, agent_id
-
     async def _send_control(self, envelope: dict[str, Any]) -> dict[str, Any]:
-        request_id = envelope["request_id"]
-        future = self._control_acks.get(request_id)
-        if future is None or future.done():
-            future = asyncio.get_running_loop().create_future()
-            self._control_acks[request_id] = future
-        try:
-            await self._outbox.write_json(envelope)
-            return await asyncio.shield(future)
-        finally:
-            if future.done():
-                self._control_acks.pop(request_id, None)
+        return await self._control_acks.send(envelope, self._outbox.write_json)
 
     # --- internals: the reader -----------------------------------------------------------------
 
@@ -551,7 +515,7 @@ class RemoteCodex:
             line = await link.read_line()
             if line is None:
                 return link.reason
-            if self._control_acks and b'.ack"' in line and self._control_ack(line):
+            if self._control_acks and b'.ack"' in line and self._control_acks.offer(line):
                 continue
             message = parse_line(line)
             if isinstance(message, Event):
@@ -566,19 +530,6 @@ class RemoteCodex:
             elif isinstance(message, Closing):
                 link.abort(f"the server closed the connection ({message.code}: {message.message})")
         return "the session ended"
-
-    def _control_ack(self, line: bytes) -> bool:
-        """A control ack (seed 003) for a request of ours: hand it to its sender."""
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return False
-        if not (isinstance(value, dict) and str(value.get("type", "")).startswith("control.")):
-            return False
-        future = self._control_acks.get(str(value.get("request_id")))
-        if future is not None and not future.done():
-            future.set_result(value)
-        return True
 
     def _see(self, seq: int) -> bool:
         """Count ``seq`` as received; False if it was already (a replayed event)."""

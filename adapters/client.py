@@ -27,8 +27,8 @@ The wire this speaks is described in ``docs/adapters.md``.
 This module is the public face; the implementation is in private modules
 behind it (``_client_async``: :class:`RemoteCodex`; ``_client_thread``:
 :class:`RemoteCodexThread`; ``_client_types``: notices, errors, options;
-``_client_link``, ``_client_handshake``, ``_client_outbox``, ``_client_inbox``: its
-parts). Import from here.
+``_client_link``, ``_client_handshake``, ``_client_outbox``, ``_client_inbox``,
+``_client_control``: its parts). Import from here.
 """
 
 from __future__ import annotations
