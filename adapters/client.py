@@ -35,6 +35,10 @@ from __future__ import annotations
 
 from codexcore.engine import EngineClosed
 
+# typing.get_type_hints resolves a class's annotations in its __module__, this module for
+# the classes re-exported here (below): Reconnected.welcome needs Welcome in it.
+from codexcore.protocol import Welcome  # noqa: F401
+
 from ._client_async import CLIENT_NAME as CLIENT_NAME
 from ._client_async import Dial as Dial
 from ._client_async import RemoteCodex
