@@ -1,4 +1,5 @@
-"""What the client library hands a UI besides Events: notices, errors, the reconnect policy.
+"""The client library's vocabulary besides Events: notices, errors, the reconnect policy,
+and the options of its constructors.
 
 Kept apart from :mod:`codexcore.adapters.client` so that the transport helpers
 can raise these errors without importing the client itself.
@@ -7,6 +8,8 @@ can raise these errors without importing the client itself.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import TypedDict
 
 import attrs
 
@@ -141,3 +144,29 @@ class ReconnectPolicy:
             return 0.0
         base = min(self.max_delay, self.initial_delay * 2.0 ** (attempt - 2))
         return base * random.uniform(0.5, 1.0)
+
+
+# --- the constructors' options -----------------------------------------------------------
+
+NoticeCallback = Callable[[Notice], None]
+
+
+class StdioOptions(TypedDict, total=False):
+    """Options of every constructor (see :class:`~codexcore.adapters.client.RemoteCodex`)."""
+
+    client_name: str
+    client_version: str
+    on_notice: NoticeCallback | None
+    event_buffer: int
+    max_unanswered: int
+    handshake_timeout: float
+    close_timeout: float
+
+
+class ClientOptions(StdioOptions, total=False):
+    """Options of the socket constructors: the session to attach to, control, reconnecting."""
+
+    session_id: str | None
+    last_seq: int | None
+    control: bool
+    reconnect: ReconnectPolicy | None
