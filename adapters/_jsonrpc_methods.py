@@ -584,7 +584,8 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     MethodGroup(
         _seed000_runs,
         ("run.start", "run.cancel", "model.list", "model.set"),
-        features=SERVER_FEATURES,  # the runtime-to-UI confirm with its preflight events
+        # The runtime-to-UI confirm and its preflight events, which the run flow implements.
+        features=("supports_ui_requests", "supports_permission_preflight_events"),
     ),
     MethodGroup(_seed001, ("chat", "exit"), unbounded=("exit",)),
     MethodGroup(
