@@ -11,11 +11,16 @@ expansion"). A field's wire name is its attrs name, or ``metadata={"wire":
 announces are computed from the table, so each is true only when the method
 behind it is registered. A method a seed names that nobody registered is
 answered -32601 by the runner, never silently ignored.
+
+The seeds' methods are registered by name (:class:`MethodGroup`, :data:`STANDARD_GROUPS`):
+a group's module is imported, and its handlers and schemas built, at the first call of
+one of its methods, so a client's ``initialize`` is answered without loading any of them.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,11 +31,7 @@ import attrs
 from codexcore import __version__
 from codexcore.protocol import to_wire
 
-from ._codelia_sessions import add_session_methods
-from ._control_methods import add_control_message_methods
 from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
-from ._jsonrpc_control import add_control_methods
-from ._jsonrpc_shell import add_shell_methods
 from ._rpc_schemas import INITIALIZE_RESULT, PROTOCOL_VERSION
 
 if TYPE_CHECKING:
@@ -119,11 +120,32 @@ class Outbound:
     result: Mapping[str, Any] | None = None
 
 
+@attrs.frozen
+class MethodGroup:
+    """Methods known by name up front, whose module is imported at the first call of one.
+
+    ``register(table)`` imports the module and adds the methods to ``table``: exactly
+    ``methods``, of which exactly ``unbounded`` with ``bounded=False``, and provides
+    exactly ``features``. Those are what a connection needs before any call (the names
+    and features for ``initialize``'s capabilities, the unbounded ones for the bound on
+    calls in flight); the table checks them against what ``register`` really did when it
+    runs it, so the lists cannot drift from the module unnoticed.
+    """
+
+    register: Callable[[MethodTable], None]
+    methods: tuple[str, ...]
+    unbounded: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+
+
 class MethodTable:
     """What a JSON-RPC connection can be asked: ``name -> (handler, params class)``."""
 
     def __init__(self) -> None:
         self._methods: dict[str, Method[Any]] = {}
+        self._names: set[str] = set()  # registered, and declared by a group not loaded yet
+        self._groups: dict[str, MethodGroup] = {}  # a declared name -> its group, until loaded
+        self._loading = threading.Lock()  # connections on several threads may share a table
         self._features: set[str] = set()
         self._unbounded: set[str] = set()
         self._inline: set[str] = set()
@@ -164,8 +186,9 @@ class MethodTable:
         ``errors`` (the codes of :data:`~._jsonrpc_errors.ERRORS` it raises itself,
         beyond those every method can answer).
         """
-        if name in self._methods:
+        if name in self._names:
             raise ValueError(f"method {name!r} is already registered")
+        self._names.add(name)
         self._methods[name] = Method(
             name,
             handler,
@@ -180,6 +203,55 @@ class MethodTable:
             self._unbounded.add(name)
         if inline:
             self._inline.add(name)
+
+    def add_group(self, group: MethodGroup) -> None:
+        """Register ``group``'s methods by name; its module is loaded when one of them is
+        first looked up (:meth:`get`, :meth:`runs_inline`) or the whole table is read
+        (:attr:`outbound`, :meth:`load_all`)."""
+        if not group.methods:
+            raise ValueError(f"{group.register.__qualname__}: a group names its methods")
+        known = sorted(self._names.intersection(group.methods))
+        if known:
+            raise ValueError(f"methods {known} are already registered")
+        for feature in group.features:
+            self.provide(feature)
+        self._unbounded.update(group.unbounded)
+        self._names.update(group.methods)
+        self._groups.update(dict.fromkeys(group.methods, group))
+
+    def _load(self, group: MethodGroup) -> None:
+        """Run ``group``'s ``register`` once, however many callers (threads) ask at once."""
+        with self._loading:
+            if group.methods[0] not in self._groups:
+                return  # loaded while this caller waited
+            loaded = MethodTable()
+            group.register(loaded)
+            loaded._check(group)
+            clash = sorted(self._outbound.keys() & loaded._outbound.keys())
+            if clash:
+                raise ValueError(f"{clash} are already declared")
+            # Everything is in place before the names leave _groups: a caller that finds
+            # a name gone from there finds its method here (get reads without the lock).
+            self._methods.update(loaded._methods)
+            self._inline.update(loaded._inline)
+            self._outbound.update(loaded._outbound)
+            for name in group.methods:
+                del self._groups[name]
+
+    def _check(self, group: MethodGroup) -> None:
+        """Raise when this table (what ``group.register`` added) is not what ``group`` says."""
+        said = (sorted(group.methods), sorted(group.unbounded), sorted(group.features))
+        did = (sorted(self._methods), sorted(self._unbounded), sorted(self._features))
+        if said != did:
+            raise RuntimeError(
+                f"{group.register.__qualname__} registered (methods, unbounded, features) "
+                f"{did}, but its MethodGroup declares {said}"
+            )
+
+    def load_all(self) -> None:
+        """Load every group not loaded yet (for what describes the whole table)."""
+        for group in dict.fromkeys(self._groups.values()):
+            self._load(group)
 
     def sends(
         self,
@@ -198,7 +270,8 @@ class MethodTable:
 
     @property
     def outbound(self) -> list[Outbound]:
-        """What :meth:`sends` declared, by name."""
+        """What :meth:`sends` declared, by name (every group is loaded for it)."""
+        self.load_all()
         return [self._outbound[name] for name in sorted(self._outbound)]
 
     @property
@@ -213,26 +286,36 @@ class MethodTable:
         self._features.add(feature)
 
     def get(self, name: str) -> Method[Any] | None:
-        return self._methods.get(name)
+        """``name``'s method (its group loaded first, if it was not), or None."""
+        method = self._methods.get(name)
+        if method is None and (group := self._groups.get(name)) is not None:
+            self._load(group)
+            method = self._methods.get(name)
+        return method
 
     def runs_inline(self, name: str) -> bool:
-        """Whether ``name`` was registered with ``inline=True``."""
+        """Whether ``name`` was registered with ``inline=True`` (its group loaded first:
+        the call asked about is about to run)."""
+        group = self._groups.get(name)
+        if group is not None:
+            self._load(group)
         return name in self._inline
 
     def __contains__(self, name: object) -> bool:
-        return name in self._methods
+        return name in self._names
 
     @property
     def names(self) -> list[str]:
-        return sorted(self._methods)
+        """Every method's name, loaded or not."""
+        return sorted(self._names)
 
     def server_capabilities(self) -> dict[str, bool]:
         """Seed 000's ``server_capabilities``: honest, from what is registered."""
-        found = {cap: method in self._methods for cap, method in SERVER_CAPABILITIES.items()}
+        found = {cap: method in self._names for cap, method in SERVER_CAPABILITIES.items()}
         return found | {feature: feature in self._features for feature in SERVER_FEATURES}
 
     def capabilities_001(self) -> dict[str, bool]:
-        return {cap: method in self._methods for cap, method in CAPABILITIES_001.items()}
+        return {cap: method in self._names for cap, method in CAPABILITIES_001.items()}
 
 
 # --- params -------------------------------------------------------------------------------
@@ -438,15 +521,90 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def standard_methods() -> MethodTable:
-    """The table every JSON-RPC connection is served with, one line a seed's methods."""
-    # Imported here: these modules build on this one and on the server module.
-    from . import _codelia
-    from ._codelia_context import add_context_methods
-    from ._codelia_mcp import add_mcp_methods
-    from ._codelia_skills import add_skills_methods
-    from ._seed001 import register as seed001
+# --- the seeds' methods, each group loaded at its first call --------------------------------
+# Each function imports its module only when called: the modules build on this one and
+# on the server module, and a client's initialize needs none of them.
 
+
+def _seed000_runs(table: MethodTable) -> None:
+    from ._codelia import register
+
+    register(table)
+
+
+def _seed001(table: MethodTable) -> None:
+    from ._seed001 import register
+
+    register(table)
+
+
+def _seed004_control(table: MethodTable) -> None:
+    from ._jsonrpc_control import add_control_methods
+
+    add_control_methods(table)
+
+
+def _seed000_shell(table: MethodTable) -> None:
+    from ._jsonrpc_shell import add_shell_methods
+
+    add_shell_methods(table)
+
+
+def _seed000_sessions(table: MethodTable) -> None:
+    from ._codelia_sessions import add_session_methods
+
+    add_session_methods(table)
+
+
+def _seed000_context(table: MethodTable) -> None:
+    from ._codelia_context import add_context_methods
+
+    add_context_methods(table)
+
+
+def _seed003_control_messages(table: MethodTable) -> None:
+    from ._control_methods import add_control_message_methods
+
+    add_control_message_methods(table)
+
+
+def _seed000_mcp(table: MethodTable) -> None:
+    from ._codelia_mcp import add_mcp_methods
+
+    add_mcp_methods(table)
+
+
+def _seed000_skills(table: MethodTable) -> None:
+    from ._codelia_skills import add_skills_methods
+
+    add_skills_methods(table)
+
+
+STANDARD_GROUPS: tuple[MethodGroup, ...] = (
+    MethodGroup(
+        _seed000_runs,
+        ("run.start", "run.cancel", "model.list", "model.set"),
+        # The runtime-to-UI confirm and its preflight events, which the run flow implements.
+        features=("supports_ui_requests", "supports_permission_preflight_events"),
+    ),
+    MethodGroup(_seed001, ("chat", "exit"), unbounded=("exit",)),
+    MethodGroup(
+        _seed004_control,
+        ("get_status", "stop", "checkpoint", "inject_prompt", "subscribe", "unsubscribe"),
+    ),
+    MethodGroup(_seed000_shell, ("shell.exec",)),  # on the user's shell
+    MethodGroup(_seed000_sessions, ("session.list", "session.history")),
+    MethodGroup(_seed000_context, ("context.inspect", "ui.context.update", "tool.call")),
+    MethodGroup(_seed003_control_messages, ("control.stdin", "control.interrupt")),
+    MethodGroup(_seed000_mcp, ("mcp.list",)),
+    MethodGroup(_seed000_skills, ("skills.list",)),
+)
+"""The seeds' methods every JSON-RPC connection is served, by name, one group a module."""
+
+
+def standard_methods() -> MethodTable:
+    """The table every JSON-RPC connection is served with: ``initialize``, and each of
+    :data:`STANDARD_GROUPS` by name (its module is loaded at the first call of one)."""
     table = MethodTable()
     table.add(
         "initialize",
@@ -457,13 +615,6 @@ def standard_methods() -> MethodTable:
         shapes=(Initialize000, Initialize001),
         errors=(UNAUTHORIZED,),
     )
-    _codelia.register(table)  # seed 000: run.start, run.cancel, model.list, model.set
-    seed001(table)  # seed 001: chat, exit
-    add_control_methods(table)  # seed 004: get_status, stop, checkpoint, inject_prompt, ...
-    add_shell_methods(table)  # seed 000: shell.exec, on the user's shell
-    add_session_methods(table)  # seed 000: session.list, session.history
-    add_context_methods(table)  # seed 000: context.inspect, ui.context.update, tool.call
-    add_control_message_methods(table)  # seed 003: control.stdin, control.interrupt
-    add_mcp_methods(table)  # seed 000: mcp.list
-    add_skills_methods(table)  # seed 000: skills.list
+    for group in STANDARD_GROUPS:
+        table.add_group(group)
     return table

@@ -38,15 +38,20 @@ from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_respo
 OPTIONAL = ("mcp", "acp", "redis", "openai")
 """Optional or foreign packages: loaded only on the path that uses them."""
 
-JSONRPC = (
-    "codexcore.adapters._jsonrpc*",
+RPC_SEEDS = (
     "codexcore.adapters._codelia*",
     "codexcore.adapters._seed001",
+    "codexcore.adapters._jsonrpc_control",
     "codexcore.adapters._control_status",
-    "codexcore.adapters._rpc_schemas",
-    "codexcore.adapters._openrpc",
+    "codexcore.adapters._jsonrpc_shell",
     "codexcore.adapters._control_methods",
+    "codexcore.adapters._openrpc",
 )
+"""The seeds' methods on the JSON-RPC dialect (000, 001, 003's and 004's) and the OpenRPC
+document: each module is loaded at the first call of one of its methods, so never before
+``initialize`` is answered (``MethodGroup`` in ``adapters/_jsonrpc_methods.py``)."""
+
+JSONRPC = ("codexcore.adapters._jsonrpc*", "codexcore.adapters._rpc_schemas", *RPC_SEEDS)
 """The JSON-RPC dialect (seeds 000, 001 and 004): loaded by a JSON-RPC first frame only."""
 
 SOCKETS = (
@@ -227,6 +232,7 @@ ENTRY_POINTS = [
         ["serve", "--stdio"],
         (
             *OPTIONAL,
+            *RPC_SEEDS,
             *SOCKETS,
             *ACP,
             *REDIS,
