@@ -10,6 +10,8 @@ pay for them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from codexcore.protocol import ControlMessages
@@ -73,3 +75,18 @@ class ControlConfig(Value):
 
     def tokens(self) -> tuple[str, ...]:
         return tuple(sender.token for sender in self.senders if sender.token)
+
+
+CONTROL_MESSAGES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "v": {"const": VERSION},
+        "stdin": {"type": "boolean"},
+        "interrupt": {"type": "boolean"},
+        "content_ref": {"type": "boolean"},
+        "max_inline_bytes": {"type": "integer", "minimum": 0},
+    },
+    "required": ["v", "stdin", "interrupt", "content_ref", "max_inline_bytes"],
+}
+"""The JSON Schema of :meth:`ControlConfig.capabilities` on the wire (``welcome``,
+``initialize``)."""

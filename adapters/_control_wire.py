@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ._control_config import CONTROL_MESSAGES_SCHEMA as CONTROL_MESSAGES_SCHEMA
 from ._control_config import VERSION as VERSION
 from ._control_config import ControlConfig as ControlConfig
 from ._control_config import ControlSender as ControlSender
@@ -371,16 +372,3 @@ def ack_schema(kind: str) -> dict[str, Any]:
         "properties": properties,
         "required": [*required, "result", "duplicate"],
     }
-
-
-CONTROL_MESSAGES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "v": {"const": VERSION},
-        "stdin": {"type": "boolean"},
-        "interrupt": {"type": "boolean"},
-        "content_ref": {"type": "boolean"},
-        "max_inline_bytes": {"type": "integer", "minimum": 0},
-    },
-    "required": ["v", "stdin", "interrupt", "content_ref", "max_inline_bytes"],
-}

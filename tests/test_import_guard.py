@@ -237,6 +237,7 @@ ENTRY_POINTS = [
             *ACP,
             *REDIS,
             *CONTROL_CLIENT,
+            *CONTROL_RECEIVER,
             *MCP,
             *FIRST_TURN,
             *command_modules(*SERVE_MODULES),
