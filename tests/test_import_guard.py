@@ -99,9 +99,10 @@ TOOLS = (
     "codexcore.tools.apply_patch",
     "codexcore.tools._patch*",
     "codexcore.tools.safety",
+    "codexcore.engine._mcp",
 )
-"""The tool stack (sandbox helpers, commands, patches): needed when a Task starts, so
-never before a server's first answer."""
+"""The tool stack (sandbox helpers, commands, patches, the MCP servers' manager): needed
+when a Task starts, so never before a server's first answer."""
 
 TASK = (
     "codexcore.engine._task",
@@ -109,6 +110,7 @@ TASK = (
     "codexcore.engine._compact",
     "codexcore.engine._turn_diff",
     "codexcore.engine._turn_context",
+    "codexcore.engine._requests",
 )
 """The Task machinery (the Task and its Turns, compaction, starting and steering a Task,
 per-turn settings): loaded with the first Task, never before a server's first answer."""

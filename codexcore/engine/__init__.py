@@ -6,7 +6,7 @@ from ._clients import ModelClientPool
 from ._codex import Codex, EngineClosed, Rejected, parse_submission
 from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._instructions import ProjectDoc, ProjectDocs, project_root, read_project_docs
-from ._mcp import McpServerConfig
+from ._mcp_config import McpServerConfig
 from ._models import (
     DEFAULT_CONTEXT_WINDOW,
     MODEL_DETAILS,

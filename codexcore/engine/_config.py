@@ -19,7 +19,7 @@ from ..protocol import (
     UserTurn,
 )
 from ..protocol._value import Value
-from ._mcp import McpServerConfig
+from ._mcp_config import McpServerConfig
 from ._models import ModelCatalog
 
 if TYPE_CHECKING:

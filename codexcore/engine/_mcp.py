@@ -35,7 +35,7 @@ import re
 import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -54,6 +54,9 @@ from ..protocol import (
     McpStartupUpdate,
 )
 from ..protocol._value import Value
+from ._mcp_config import DEFAULT_STARTUP_TIMEOUT as DEFAULT_STARTUP_TIMEOUT
+from ._mcp_config import DEFAULT_TOOL_TIMEOUT as DEFAULT_TOOL_TIMEOUT
+from ._mcp_config import McpServerConfig as McpServerConfig
 
 if TYPE_CHECKING:
     from ._mcp_client import Connection
@@ -62,8 +65,6 @@ log = get_logger(__name__)
 
 Emit = Callable[[EventMsg], Awaitable[None]]
 
-DEFAULT_STARTUP_TIMEOUT = 10.0
-DEFAULT_TOOL_TIMEOUT = 60.0
 DELIMITER = "__"
 """Joins server and tool in a qualified name; the API allows no other separator."""
 MAX_TOOL_NAME = 64
@@ -92,40 +93,6 @@ GROUP_DEATH_WAIT = 2.0
 """Seconds to wait, after the kill, for a stdio server's group to be gone."""
 STDERR_TAIL = 2048
 """Bytes of a stdio server's stderr kept, to say why it failed."""
-
-
-@attrs.frozen(repr=False, eq=False)
-class McpServerConfig(Value):
-    """One ``[mcp_servers.NAME]`` table: a stdio server (``command``, ``args``,
-    ``env``, ``cwd``) or a streamable-HTTP one (``url``, the *name* of the
-    variable holding its bearer token, ``http_headers``).
-
-    ``enabled_tools`` (None: all) and ``disabled_tools`` choose what the model
-    is offered. ``env`` and ``http_headers`` are never shown in a repr.
-    """
-
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = attrs.field(factory=dict, repr=False, hash=False)
-    cwd: str | None = None
-    url: str | None = None
-    bearer_token_env_var: str | None = None
-    http_headers: Mapping[str, str] = attrs.field(factory=dict, repr=False, hash=False)
-    enabled: bool = True
-    startup_timeout_sec: float = DEFAULT_STARTUP_TIMEOUT
-    tool_timeout_sec: float = DEFAULT_TOOL_TIMEOUT
-    enabled_tools: tuple[str, ...] | None = None
-    disabled_tools: tuple[str, ...] = ()
-
-    @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "http" if self.url is not None else "stdio"
-
-    def allows(self, tool: str) -> bool:
-        """Whether ``tool`` is offered: listed in ``enabled_tools`` (when set), not disabled."""
-        if self.enabled_tools is not None and tool not in self.enabled_tools:
-            return False
-        return tool not in self.disabled_tools
 
 
 @attrs.frozen(repr=False, eq=False)

@@ -70,7 +70,6 @@ from ..protocol._value import Value
 from ._config import SessionConfig
 from ._history import History, Item, Journal
 from ._instructions import is_contextual
-from ._requests import CUT_OFF, aborted_output, unanswered_calls
 
 log = get_logger(__name__)
 
@@ -515,6 +514,10 @@ def _missing(kind: str, path: Path, records: int) -> str:
 
 def _close_unanswered(history: History) -> None:
     """Answer, as aborted, the calls of the newest Turn that nothing answered."""
+    # The request builders (with the tools they describe) load with a resume, not
+    # with every Session.
+    from ._requests import CUT_OFF, aborted_output, unanswered_calls
+
     response_id, items = history.latest_turn()
     calls = unanswered_calls(items)
     if calls:

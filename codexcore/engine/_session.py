@@ -15,11 +15,11 @@ from ._clients import ModelClientPool
 from ._config import SessionConfig
 from ._history import History, Item
 from ._instructions import ContextTracker, told_in
-from ._mcp import McpManager
 from ._rollout import RolloutWriter, config_record, journal
 
 if TYPE_CHECKING:
     from ..model import ModelClient
+    from ._mcp import McpManager
 
 
 @attrs.define

@@ -26,7 +26,6 @@ from ..protocol import (
     WarningEvent,
 )
 from ..tools._sandbox_status import SandboxStatus
-from ._mcp import McpManager
 from ._rollout import RolloutWriter, config_record, meta_record
 from ._session import Session, new_agent_id
 
@@ -166,7 +165,10 @@ async def announce_session(codex: Codex, sub_id: str) -> None:
     if confining and sandbox.kind == "none":
         await codex._emit(sub_id, unconfined_warning(sandbox.reason))
     if session.mcp is None and codex.config.mcp_servers:
-        # A new Session's servers start now, in parallel, reporting under this id.
+        # A new Session's servers start now, in parallel, reporting under this id
+        # (the manager loads only where servers are configured).
+        from ._mcp import McpManager
+
         session.mcp = McpManager(codex.config.mcp_servers, codex._emitter(sub_id), c.cwd)
         session.mcp.start()
     await warn_if_unknown(codex, sub_id, c.model)
