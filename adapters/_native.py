@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -322,6 +321,8 @@ async def _read(
         item = await lines.next()
     if stdio:
         # End of input: shut the session down in order, behind what was submitted.
+        import secrets  # once, at the end: not among a server's start-up imports
+
         with contextlib.suppress(NotAccepted):
             await attachment.submit(Submission(f"eof-{secrets.token_hex(4)}", Shutdown()))
 

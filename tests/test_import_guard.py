@@ -62,8 +62,11 @@ SOCKETS = (
     "codexcore.adapters.client",
     "codexcore.adapters._client_*",
     "codexcore.adapters.threads",
+    "codexcore.adapters._host_deltas",
 )
-"""Socket servers and the client library: not a stdio server's, nor ``exec``'s."""
+"""Socket servers, the client library, and the host's merging of deltas for a slow socket
+connection (a stdio attachment holds the engine instead): not a stdio server's, nor
+``exec``'s."""
 
 ACP = ("codexcore.adapters.acp", "codexcore.adapters._acp*", "codexcore.cli._acp")
 """The ACP agent (``codexcore acp``) and its SDK (``acp``, in :data:`OPTIONAL`)."""
@@ -129,7 +132,7 @@ COMMAND_MODULES = command_modules()
 STDIO_SERVER = (
     "codexcore.adapters.stdio",
     "codexcore.adapters._dialect",
-    "codexcore.adapters._host",
+    "codexcore.adapters._host*",
     "codexcore.adapters._native",
     *CONTROL_RECEIVER,
 )
