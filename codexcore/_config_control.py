@@ -4,63 +4,24 @@ Read by :func:`codexcore.config.load_settings` into :class:`ControlSettings`;
 the command line turns that into the plain object the session host takes
 (adapters never read the configuration). A sender's token is never written in
 the file: ``token_env`` names the environment variable that holds it.
+
+This is the table's reader, loaded only for a file that has a ``[control]``
+table; :class:`ControlSettings` itself is in ``_config_settings`` with the other
+settings, since every :class:`~codexcore.config.Settings` holds one.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
-from .protocol._value import Value
-
-KiB = 1024
-
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+from ._config_settings import _ENV_NAME, ControlSenderSettings, ControlSettings
 
 
 class ControlConfigError(ValueError):
     """A wrong value in ``[control]``; the message names the key and what is allowed."""
-
-
-@attrs.frozen(repr=False, eq=False)
-class ControlSenderSettings(Value):
-    """One ``[[control.senders]]`` entry: who may send, by uid (stdio, Unix) or token (TCP)."""
-
-    name: str
-    team: str
-    uid: int | None = None
-    token_env: str | None = None
-
-
-@attrs.frozen(repr=False, eq=False)
-class ControlSettings(Value):
-    """The ``[control]`` table, with seed 003's defaults for every limit.
-
-    ``team``: this host's team (None: control messages are refused).
-    ``sender``: the name ``codexcore control`` sends as. ``share_dir``: where
-    ``codexcore control`` writes oversize input for ``content_ref``.
-    """
-
-    team: str | None = None
-    sender: str | None = None
-    senders: tuple[ControlSenderSettings, ...] = ()
-    allowed_content_dirs: tuple[str, ...] = ()
-    share_dir: str | None = None
-    soft_limit_bytes: int = 64 * KiB
-    hard_limit_bytes: int = 1024 * KiB
-    dedupe_ttl: float = 600.0
-    max_age: float = 300.0
-    max_skew: float = 30.0
-    ack_timeout: float = 2.0
-    retries: int = 1
-    max_pending: int = 16
-    audit_file: str | None = None
-    verbose_messages: bool = False
 
 
 _STRINGS = ("team", "sender", "share_dir", "audit_file")

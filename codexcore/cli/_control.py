@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from . import SUMMARIES, plain
 
 if TYPE_CHECKING:
-    from .._config_control import ControlSettings
+    from .._config_settings import ControlSettings
     from ..adapters._control_client import SenderOptions
     from ..adapters._control_config import ControlConfig
 
