@@ -46,6 +46,25 @@ PYTHON = str(VENV / "bin" / "python")
 MAIN = "import sys; from codexcore.cli import main; sys.exit(main())"
 """What the ``codexcore`` console script runs."""
 
+READY_MARK = b"-- ready --\n"
+MARKED_MAIN = f"""\
+import os
+_ready = os.environb[b"STARTUP_READY"]
+_write = os.write
+def _marked(fd, data):
+    global _ready
+    if _ready and fd != 2 and _ready in data:
+        _ready = b""
+        _write(2, {READY_MARK!r})
+    return _write(fd, data)
+os.write = _marked
+{MAIN}
+"""
+""":data:`MAIN` for a server: before the write that holds its ready answer it writes
+:data:`READY_MARK` to stderr, so ``-X importtime``'s lines (stderr is line-buffered)
+split exactly into what was imported before the answer and after it. asyncio's pipe
+transport writes through ``os.write``."""
+
 NATIVE = (
     b'{"id":"configure","op":{"type":"configure_session","approval_policy":"never",'
     b'"sandbox_policy":{"type":"danger-full-access","writable_roots":[],"network_access":false}}}\n'
@@ -110,15 +129,17 @@ def argv(path: Path_, importtime: bool) -> list[str]:
     flags = ["-X", "importtime"] if importtime else []
     if not path.args:
         return [PYTHON, *flags, "-c", "import codexcore"]
-    return [PYTHON, *flags, "-c", MAIN, *path.args]
+    return [PYTHON, *flags, "-c", MARKED_MAIN if path.first else MAIN, *path.args]
 
 
 def run(path: Path_, env: dict[str, str], importtime: bool = False) -> tuple[float, str, str]:
-    """(spawn to ready in seconds, stderr read before ready, stderr read after it).
+    """(spawn to ready in seconds, stderr written before ready, stderr written after it).
 
-    stderr is read as it comes, so ``-X importtime``'s lines for what a server
-    imports once it has answered (deferred work) land in the last part.
+    A server's stderr is split at :data:`READY_MARK`, so ``-X importtime``'s lines
+    for what it imports once it has answered (deferred work) land in the last part.
     """
+    if path.first:
+        env = {**env, "STARTUP_READY": path.ready.decode()}
     began = time.perf_counter()
     proc = subprocess.Popen(
         argv(path, importtime),
@@ -131,11 +152,8 @@ def run(path: Path_, env: dict[str, str], importtime: bool = False) -> tuple[flo
     assert proc.stdin is not None
     assert proc.stdout is not None
     assert proc.stderr is not None
-    lines: list[tuple[float, bytes]] = []
-    reader = threading.Thread(
-        target=lambda: lines.extend((time.perf_counter(), line) for line in proc.stderr),
-        daemon=True,
-    )
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
     reader.start()
     out = b""
     if path.first:
@@ -148,12 +166,14 @@ def run(path: Path_, env: dict[str, str], importtime: bool = False) -> tuple[flo
         proc.stdin.close()
         proc.stdout.read()
         proc.wait(timeout=60)
-    else:
-        out, _ = proc.communicate(timeout=60)
+    else:  # not communicate(): it would read stderr too, racing the reader thread
+        proc.stdin.close()
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
         ready = time.perf_counter() - began
     reader.join(timeout=60)
-    before = b"".join(line for moment, line in lines if moment - began <= ready)
-    after = b"".join(line for moment, line in lines if moment - began > ready)
+    split = lines.index(READY_MARK) if path.first else len(lines)
+    before, after = b"".join(lines[:split]), b"".join(lines[split + 1 :])
     if proc.returncode != 0 or (path.model and b"Hi there." not in out):
         raise SystemExit(f"{path.name} exited {proc.returncode}: {out[-400:]!r} {before[-800:]!r}")
     return ready, before.decode(errors="replace"), after.decode(errors="replace")
@@ -249,7 +269,7 @@ def main() -> int:
             "`-X importtime`, up to ready, the least of each module's self time over "
             f"{max(3, runs // 3)} runs (the interpreter's own start-up imports included). "
             "Loaded after the answer: modules a server imported once it had answered "
-            "(stderr lines read after ready)."
+            "(stderr lines written after the ready answer)."
         )
         table.print()
         for path in PATHS:
