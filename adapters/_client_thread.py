@@ -22,8 +22,10 @@ from ._client_async import RemoteCodex
 from ._client_link import DEFAULT_MAX_LINE_BYTES
 from ._client_types import ClientOptions, StdioOptions
 from ._control_client import SenderOptions
+from ._loop_thread import LoopThread
 
-log = get_logger("codexcore.adapters.client")  # the public module's name, as before the split
+_LOGGER = "codexcore.adapters.client"  # the public module's name, as before the split
+log = get_logger(_LOGGER)
 
 T = TypeVar("T")
 
@@ -50,10 +52,10 @@ class RemoteCodexThread:
         self, open: Callable[[], Awaitable[RemoteCodex]], *, name: str = "codexcore-client"
     ) -> None:
         self._open = open
-        self._name = name
         self._client: RemoteCodex | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._runner: LoopThread[RemoteCodex] = LoopThread(
+            self._main, name=name, logger=_LOGGER, what="client thread failed"
+        )
         self._stop: asyncio.Event | None = None
         self._detach = False
         self._close_lock = threading.Lock()
@@ -117,36 +119,16 @@ class RemoteCodexThread:
 
     def start(self) -> RemoteCodexThread:
         """Start the client's thread and connect; raises what connecting raises."""
-        if self._thread is not None:
+        if self._runner.started:
             raise RuntimeError("RemoteCodexThread.start() called twice")
-        ready: concurrent.futures.Future[RemoteCodex] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name=self._name)
-        self._thread.start()
-        try:
-            self._client = ready.result()
-        except BaseException:
-            self._thread.join()
-            raise
+        self._client = self._runner.start()
         return self
 
     def __enter__(self) -> RemoteCodexThread:
-        return self if self._thread is not None else self.start()
+        return self if self._runner.started else self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def _run(self, ready: concurrent.futures.Future[RemoteCodex]) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._main(ready))
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            log.exception("client thread failed")
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
 
     async def _main(self, ready: concurrent.futures.Future[RemoteCodex]) -> None:
         try:
@@ -168,7 +150,7 @@ class RemoteCodexThread:
         return self._client
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
-        loop = self._loop
+        loop = self._runner.loop
         if loop is None or loop.is_closed() or self._stop is None or self._stop.is_set():
             coro.close()
             raise EngineClosed("the client is closed")
@@ -240,11 +222,11 @@ class RemoteCodexThread:
 
     def _shut(self, *, detach: bool, timeout: float | None) -> None:
         with self._close_lock:
-            thread, loop, stop = self._thread, self._loop, self._stop
-            if thread is None:
+            runner, loop, stop = self._runner, self._runner.loop, self._stop
+            if not runner.started:
                 return
             if loop is not None and stop is not None and not stop.is_set():
                 self._detach = detach
                 with contextlib.suppress(RuntimeError):  # the loop is already closed
                     loop.call_soon_threadsafe(stop.set)
-            thread.join(timeout)
+            runner.join(timeout)

@@ -16,7 +16,6 @@ engine's loop never runs UI code.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import itertools
@@ -30,6 +29,8 @@ import janus
 from codexcore._logging import get_logger
 from codexcore.engine import Codex, EngineClosed, EngineConfig, Rejected
 from codexcore.protocol import Event, Op, Submission
+
+from ._loop_thread import LoopThread
 
 if TYPE_CHECKING:
     import httpx
@@ -61,20 +62,17 @@ class CodexThread:
         self._on_event = on_event
         self._name = name
         self._ids = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._runner: LoopThread[None] = LoopThread(
+            self._main, name=name, logger=__name__, what="engine thread failed"
+        )
         self._delivery: threading.Thread | None = None
-        self._stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._close_lock = threading.Lock()
 
     def start(self) -> CodexThread:
         """Start the engine's thread; returns once its queues exist."""
-        if self._thread is not None:
+        if self._runner.started:
             raise RuntimeError("CodexThread.start() called twice")
-        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name=self._name)
-        self._thread.start()
-        ready.result()
+        self._runner.start()
         if self._on_event is not None:
             self._delivery = threading.Thread(
                 target=self._deliver, name=f"{self._name}-events", daemon=True
@@ -87,20 +85,6 @@ class CodexThread:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def _run(self, ready: concurrent.futures.Future[None]) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._main(ready))
-        except BaseException as exc:  # surfaced to start() if it never got ready
-            if not ready.done():
-                ready.set_exception(exc)
-            log.exception("engine thread failed")
-        finally:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-            self._stopped.set_result(None)
 
     async def _main(self, ready: concurrent.futures.Future[None]) -> None:
         await self._codex.start()
@@ -163,14 +147,15 @@ class CodexThread:
     def close(self, timeout: float | None = 10.0) -> None:
         """Shut the engine down and join its threads."""
         with self._close_lock:
-            if self._thread is None or self._loop is None:
+            runner = self._runner
+            if runner.loop is None:
                 return
-            if not self._stopped.done():
+            if not runner.stopped.done():
                 # The engine may finish (and its loop close) between the check
                 # and the call: then there is nothing left to ask.
                 with contextlib.suppress(RuntimeError):
-                    self._loop.call_soon_threadsafe(self._codex.request_close)
-            self._stopped.result(timeout)
-            self._thread.join(timeout)
+                    runner.loop.call_soon_threadsafe(self._codex.request_close)
+            runner.stopped.result(timeout)
+            runner.join(timeout)
             if self._delivery is not None:
                 self._delivery.join(timeout)

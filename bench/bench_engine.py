@@ -158,7 +158,7 @@ def run_task_e2e(ct: CodexThread, keep: list[Event] | None = None) -> Measured:
 
 def run_emit_path(ct: CodexThread, msgs: list[AgentMessageDelta]) -> Measured:
     """Pre-made messages through ``Codex._emit`` on the engine loop, read by this thread."""
-    codex, loop = ct._codex, ct._loop
+    codex, loop = ct._codex, ct._runner.loop
     assert loop is not None
 
     async def produce() -> None:
