@@ -100,6 +100,11 @@ class HostedSession:
         self.observers: list[Callable[[Event], None]] = []  # see observe()
 
     @property
+    def host(self) -> SessionHost:
+        """The host this session lives on (its control receiver, its configuration)."""
+        return self._host
+
+    @property
     def agent_id(self) -> str:
         """The session's agent (seed 003's ``agent_id``), stable across resumes."""
         return self.codex.agent_id

@@ -365,7 +365,7 @@ class _Controls:
         return True
 
     async def _answer(self, value: dict[str, Any]) -> None:
-        host = self.attachment.session._host
+        host = self.attachment.session.host
         answer = await host.control.handle(value, self.credential)
         self.attachment.reply(orjson.dumps(answer))
 
