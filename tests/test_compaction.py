@@ -639,7 +639,8 @@ async def test_a_retried_turn_still_above_the_limit_ends_the_task(tmp_path: Path
 
 
 def test_a_malformed_compacted_record_makes_the_file_bad(tmp_path: Path) -> None:
-    from codexcore.engine._rollout import BadRollout, read_records
+    from codexcore.engine._rollout import BadRollout
+    from codexcore.engine._rollout_reader import read_records
 
     path = tmp_path / "rollout.jsonl"
     path.write_text(

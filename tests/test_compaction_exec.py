@@ -17,7 +17,7 @@ import pytest
 from codexcore.engine import default_home
 from codexcore.engine._compact import SUMMARIZATION_PROMPT, SUMMARY_PREFIX
 from codexcore.engine._instructions import is_contextual
-from codexcore.engine._rollout import load_session, read_records
+from codexcore.engine._rollout_reader import load_session, read_records
 from codexcore.model import Usage
 from codexcore.testing import (
     Hang,

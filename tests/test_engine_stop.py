@@ -29,7 +29,7 @@ import pytest
 from codexcore import Codex
 from codexcore import protocol as p
 from codexcore.engine import State
-from codexcore.engine._rollout import find_rollout, load_session, read_events, read_records
+from codexcore.engine._rollout_reader import find_rollout, load_session, read_events, read_records
 from codexcore.engine._submissions import PLAN
 from codexcore.protocol import (
     Checkpoint,

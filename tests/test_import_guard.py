@@ -86,6 +86,9 @@ CONTROL_RECEIVER = (
 """The receiving side of control messages (the envelopes, the dedupe store): loaded with
 the first control request, not by every server."""
 
+RECORDED = ("codexcore.engine._rollout_reader", "codexcore.engine._recorded_sessions")
+"""Reading recorded sessions back: loaded by a resume, a fork or a listing only."""
+
 MCP = ("codexcore.engine._mcp_client",)
 """The MCP client: only for a session with MCP servers configured (``mcp`` too)."""
 
@@ -208,6 +211,7 @@ ENTRY_POINTS = [
             *REDIS,
             *CONTROL_CLIENT,
             *CONTROL_RECEIVER,
+            *RECORDED,
             *MCP,
             *command_modules("exec"),
         ),
@@ -225,6 +229,7 @@ ENTRY_POINTS = [
             *REDIS,
             *CONTROL_CLIENT,
             *CONTROL_RECEIVER,
+            *RECORDED,
             *MCP,
             *FIRST_TURN,
             *command_modules(*SERVE_MODULES),
@@ -243,6 +248,7 @@ ENTRY_POINTS = [
             *REDIS,
             *CONTROL_CLIENT,
             *CONTROL_RECEIVER,
+            *RECORDED,
             *MCP,
             *FIRST_TURN,
             *command_modules(*SERVE_MODULES),

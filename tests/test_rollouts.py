@@ -18,8 +18,8 @@ import pytest
 from codexcore import Codex
 from codexcore import protocol as p
 from codexcore.engine._codex import UNRECORDED
-from codexcore.engine._rollout import (
-    default_home,
+from codexcore.engine._rollout import default_home
+from codexcore.engine._rollout_reader import (
     list_sessions,
     prune_sessions,
     read_events,
@@ -277,7 +277,7 @@ def _write_rollout(home: Path, session_id: str, *records: dict[str, Any]) -> Pat
 def test_loading_answers_every_kind_of_call_left_open_where_it_was_made(tmp_path: Path) -> None:
     """A rollout an old resume continued past unanswered calls: each call gets its
     aborted output right after its Turn, in the shape its type needs."""
-    from codexcore.engine._rollout import load_session
+    from codexcore.engine._rollout_reader import load_session
 
     calls = [
         {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},

@@ -24,7 +24,7 @@ import pytest
 
 from codexcore import protocol as p
 from codexcore.engine import default_home
-from codexcore.engine._rollout import load_session, read_records
+from codexcore.engine._rollout_reader import load_session, read_records
 from codexcore.testing import (
     ScriptedModel,
     ScriptedResponse,

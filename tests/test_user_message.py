@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from codexcore import protocol as p
-from codexcore.engine._rollout import find_rollout, list_sessions, read_events
+from codexcore.engine._rollout_reader import find_rollout, list_sessions, read_events
 from codexcore.protocol import ImageInput, InjectInput, Interrupt, TextInput, UserInput
 from codexcore.testing import Hang, ScriptedModel, ScriptedResponse, shell_call, text_response
 

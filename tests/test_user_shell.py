@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from codexcore import protocol as p
-from codexcore.engine._rollout import find_rollout, load_session, read_events
+from codexcore.engine._rollout_reader import find_rollout, load_session, read_events
 from codexcore.engine._user_shell import user_shell_argv
 from codexcore.protocol import (
     ConfigureSession,

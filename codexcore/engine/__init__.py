@@ -16,13 +16,7 @@ from ._models import (
     model_details,
     supports_reasoning,
 )
-from ._rollout import (
-    BadRollout,
-    default_home,
-    list_sessions,
-    prune_sessions,
-    recorded_agent_id,
-)
+from ._rollout import BadRollout, default_home
 from ._session import new_agent_id
 from ._submissions import State
 
@@ -59,13 +53,21 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ..tools.exec import ExecResult
+    from ._rollout_reader import list_sessions, prune_sessions, recorded_agent_id
+
+_READERS = ("list_sessions", "prune_sessions", "recorded_agent_id")
 
 
 def __getattr__(name: str) -> Any:
-    # ExecResult on first use: the tool stack (commands, the reaper) loads when a
-    # command runs, not with the engine (tests/test_import_guard.py).
+    # On first use, not with the engine (tests/test_import_guard.py): ExecResult with
+    # the tool stack (commands, the reaper), which loads when a command runs; the
+    # rollout reader when sessions are listed, pruned or looked up.
     if name == "ExecResult":
         from ..tools.exec import ExecResult
 
         return ExecResult
+    if name in _READERS:
+        from . import _rollout_reader
+
+        return getattr(_rollout_reader, name)
     raise AttributeError(f"module 'codexcore.engine' has no attribute {name!r}")

@@ -28,15 +28,9 @@ from ..protocol import (
     WarningEvent,
 )
 from ._history import History, UnknownBookmark
-from ._rollout import (
-    BadRollout,
-    LoadedSession,
-    UnknownSession,
-    find_rollout,
-    load_session,
-    read_session_events,
-)
-from ._rollout import list_sessions as recorded_sessions
+from ._rollout import BadRollout, UnknownSession
+from ._rollout_reader import LoadedSession, find_rollout, load_session, read_session_events
+from ._rollout_reader import list_sessions as recorded_sessions
 from ._session_lifecycle import announce_session, new_session
 from ._submissions import SubmissionRejected
 

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from ._codex import Codex
     from ._config import SessionConfig
     from ._history import Item
-    from ._rollout import LoadedSession
+    from ._rollout_reader import LoadedSession
     from ._session import Session
 
     Prepared = (

@@ -27,12 +27,9 @@ from codexcore.engine._rollout import (
     UnknownSession,
     config_record,
     journal,
-    list_sessions,
-    load_session,
     meta_record,
-    read_events,
-    read_records,
 )
+from codexcore.engine._rollout_reader import list_sessions, load_session, read_events, read_records
 from codexcore.protocol import ConfigureSession, Event, SandboxPolicy, SessionSummary
 from codexcore.protocol._types import ApprovalPolicy, HistoryMode, ReasoningEffort, SandboxMode
 
