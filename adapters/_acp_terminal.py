@@ -29,7 +29,7 @@ from codexcore._logging import get_logger
 from codexcore.engine import ExecResult
 
 if TYPE_CHECKING:
-    from .acp import AcpSession
+    from ._acp_session import AcpSession
 
 log = get_logger(__name__)
 
