@@ -20,6 +20,7 @@ one of its methods, so a client's ``initialize`` is answered without loading any
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 import types
 import typing
@@ -522,82 +523,48 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the seeds' methods, each group loaded at its first call --------------------------------
-# Each function imports its module only when called: the modules build on this one and
-# on the server module, and a client's initialize needs none of them.
 
 
-def _seed000_runs(table: MethodTable) -> None:
-    from ._codelia import register
+def _registered_by(module: str, function: str = "register") -> Callable[[MethodTable], None]:
+    """``module.function(table)``, ``module`` imported only when this is called: the
+    seeds' modules build on this one and on the server module, and a client's
+    ``initialize`` needs none of them. Named after the module, for drift errors."""
 
-    register(table)
+    def register(table: MethodTable) -> None:
+        getattr(importlib.import_module(module, __package__), function)(table)
 
-
-def _seed001(table: MethodTable) -> None:
-    from ._seed001 import register
-
-    register(table)
-
-
-def _seed004_control(table: MethodTable) -> None:
-    from ._jsonrpc_control import add_control_methods
-
-    add_control_methods(table)
-
-
-def _seed000_shell(table: MethodTable) -> None:
-    from ._jsonrpc_shell import add_shell_methods
-
-    add_shell_methods(table)
-
-
-def _seed000_sessions(table: MethodTable) -> None:
-    from ._codelia_sessions import add_session_methods
-
-    add_session_methods(table)
-
-
-def _seed000_context(table: MethodTable) -> None:
-    from ._codelia_context import add_context_methods
-
-    add_context_methods(table)
-
-
-def _seed003_control_messages(table: MethodTable) -> None:
-    from ._control_methods import add_control_message_methods
-
-    add_control_message_methods(table)
-
-
-def _seed000_mcp(table: MethodTable) -> None:
-    from ._codelia_mcp import add_mcp_methods
-
-    add_mcp_methods(table)
-
-
-def _seed000_skills(table: MethodTable) -> None:
-    from ._codelia_skills import add_skills_methods
-
-    add_skills_methods(table)
+    register.__qualname__ = register.__name__ = module.lstrip(".")
+    return register
 
 
 STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     MethodGroup(
-        _seed000_runs,
+        _registered_by("._codelia"),
         ("run.start", "run.cancel", "model.list", "model.set"),
         # The runtime-to-UI confirm and its preflight events, which the run flow implements.
         features=("supports_ui_requests", "supports_permission_preflight_events"),
     ),
-    MethodGroup(_seed001, ("chat", "exit"), unbounded=("exit",)),
+    MethodGroup(_registered_by("._seed001"), ("chat", "exit"), unbounded=("exit",)),
     MethodGroup(
-        _seed004_control,
+        _registered_by("._jsonrpc_control", "add_control_methods"),
         ("get_status", "stop", "checkpoint", "inject_prompt", "subscribe", "unsubscribe"),
     ),
-    MethodGroup(_seed000_shell, ("shell.exec",)),  # on the user's shell
-    MethodGroup(_seed000_sessions, ("session.list", "session.history")),
-    MethodGroup(_seed000_context, ("context.inspect", "ui.context.update", "tool.call")),
-    MethodGroup(_seed003_control_messages, ("control.stdin", "control.interrupt")),
-    MethodGroup(_seed000_mcp, ("mcp.list",)),
-    MethodGroup(_seed000_skills, ("skills.list",)),
+    # shell.exec runs on the user's shell
+    MethodGroup(_registered_by("._jsonrpc_shell", "add_shell_methods"), ("shell.exec",)),
+    MethodGroup(
+        _registered_by("._codelia_sessions", "add_session_methods"),
+        ("session.list", "session.history"),
+    ),
+    MethodGroup(
+        _registered_by("._codelia_context", "add_context_methods"),
+        ("context.inspect", "ui.context.update", "tool.call"),
+    ),
+    MethodGroup(
+        _registered_by("._control_methods", "add_control_message_methods"),
+        ("control.stdin", "control.interrupt"),
+    ),
+    MethodGroup(_registered_by("._codelia_mcp", "add_mcp_methods"), ("mcp.list",)),
+    MethodGroup(_registered_by("._codelia_skills", "add_skills_methods"), ("skills.list",)),
 )
 """The seeds' methods every JSON-RPC connection is served, by name, one group a module."""
 
