@@ -53,7 +53,7 @@ _ready = os.environb[b"STARTUP_READY"]
 _write = os.write
 def _marked(fd, data):
     global _ready
-    if _ready and fd != 2 and _ready in data:
+    if _ready and fd != 2 and _ready in bytes(data):  # data may be a memoryview
         _ready = b""
         _write(2, {READY_MARK!r})
     return _write(fd, data)
