@@ -18,7 +18,8 @@ Policies (the wire names of the protocol's ``SandboxMode``):
 
 ``read-only``
     The whole filesystem is read-only (a private ``/dev`` and ``/proc``
-    aside) and there is no network.
+    aside, with the host-wide parts of that ``/proc`` read-only too, so that
+    not even root can change a kernel setting) and there is no network.
 ``workspace-write``
     Read-only except the cwd, the writable roots and a private ``/tmp`` (a
     fresh tmpfs, not the host's). A ``.git`` directly inside a writable root
@@ -28,11 +29,12 @@ Policies (the wire names of the protocol's ``SandboxMode``):
 ``danger-full-access``
     No confinement: :func:`wrap_command` returns argv unchanged.
 
-Process lifetime: the wrapped command runs in its own session and PID
-namespace, and bubblewrap is told to die with its parent. Killing the bwrap
-process (for instance ``os.killpg`` on the group of a ``start_new_session``
-child) therefore kills every process inside, including ones that started
-their own session. Caveat: ``--die-with-parent`` is ``PR_SET_PDEATHSIG``,
+Both confined modes get their own UTS (hostname) namespace. Process
+lifetime: the wrapped command runs in its own session and PID namespace,
+and bubblewrap is told to die with its parent. Killing the bwrap process
+(for instance ``os.killpg`` on the group of a ``start_new_session`` child)
+therefore kills every process inside, including ones that started their
+own session. Caveat: ``--die-with-parent`` is ``PR_SET_PDEATHSIG``,
 which fires when the *thread* that spawned bwrap exits, so spawn it from a
 long-lived thread (the event loop's), never from a short-lived worker thread.
 """
