@@ -1,12 +1,16 @@
 """Every command dies with the server, whatever kills it: ``kill -9`` of a real ``serve --stdio``.
 
 Under bubblewrap the PID namespace takes everything with it; unconfined, the
-reaper (``codexcore/tools/_reaper.py``) kills each command's process group.
+reaper (``codexcore/tools/_reaper.py``) kills each command's process group, the
+processes carrying its mark and, where cgroups v2 are usable, each command's
+cgroup (``codexcore/tools/_cgroup.py``). Unconfined runs go both with cgroups
+and without (``CODEXCORE_CGROUPS=off``, as where there are none).
 """
 
 from __future__ import annotations
 
 import asyncio
+import glob
 import os
 import signal
 import time
@@ -16,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call
+from codexcore.tools._cgroup import CGROUPS_ENV_VAR, CgroupTree, own_cgroup, remove
+from codexcore.tools._reaper import REAPER_ENV_VAR
 from codexcore.tools.sandbox import probe_sandbox
 
 from .server_helpers import StdioServer, say, sub
@@ -67,29 +73,55 @@ async def _until(what: str, check: object) -> None:
         await asyncio.sleep(0.02)
 
 
-@pytest.mark.parametrize("policy", ["danger-full-access", "workspace-write"])
-@pytest.mark.parametrize(
-    ("script", "count"),
-    [
-        ("echo started; sleep {d}", 1),
-        ("sleep {d} & sleep {d}", 3),
-        # A daemon of its own session: found by the mark in its environment.
-        ("setsid sleep {d} & sleep {d}", 3),
-    ],
-    ids=["sleep", "grandchild", "setsid"],
-)
+def cgroups_usable() -> str | None:
+    """None where this process could give commands cgroups, else why not."""
+    tree = CgroupTree.create()
+    if tree is None:
+        return "no cgroup v2 directory this user may create cgroups in (see the debug log)"
+    remove(tree.path)
+    return None
+
+
+def _trees_of(server: int) -> list[str]:
+    """The cgroup trees (``_cgroup.CgroupTree``) of process ``server``, in our cgroup."""
+    own = own_cgroup()
+    return [] if own is None else glob.glob(os.path.join(own, f"codexcore-{server}-*"))
+
+
+SCRIPTS = {
+    "sleep": ("echo started; sleep {d}", 1),
+    "grandchild": ("sleep {d} & sleep {d}", 3),
+    # A daemon of its own session: found by the mark in its environment.
+    "setsid": ("setsid sleep {d} & sleep {d}", 3),
+    # Issue 26.12: own session and no mark; only its cgroup (or the sandbox) finds it.
+    "setsid-unmarked": (f"setsid env -u {REAPER_ENV_VAR} sleep {{d}} & sleep {{d}}", 3),
+}
+CASES = [
+    *(("danger-full-access", "cgroups", name) for name in SCRIPTS),
+    # Where there are no cgroups the reaper alone still finds all but the unmarked one.
+    *(("danger-full-access", "no-cgroups", name) for name in SCRIPTS if name != "setsid-unmarked"),
+    # Confined commands get no cgroup: the PID namespace holds everything they start.
+    *(("workspace-write", "bwrap", name) for name in SCRIPTS),
+]
+
+
+@pytest.mark.parametrize(("policy", "cgroups", "name"), CASES)
 async def test_sigkill_of_the_server_leaves_no_command_behind(
-    tmp_path: Path, policy: str, script: str, count: int
+    tmp_path: Path, policy: str, cgroups: str, name: str
 ) -> None:
     if policy != "danger-full-access" and probe_sandbox().kind != "bwrap":
         pytest.skip(f"no working bubblewrap here: {probe_sandbox().reason}")
+    if policy == "danger-full-access" and cgroups == "cgroups" and (why := cgroups_usable()):
+        pytest.skip(why)
+    script, count = SCRIPTS[name]
+    env = {CGROUPS_ENV_VAR: "off"} if cgroups == "no-cgroups" else {}
     # An unusual duration marks this test's processes in /proc (bash's argv
     # carries it too, hence 3 for the backgrounded case: bash and two sleeps).
     duration = f"30.{uuid.uuid4().int % 10**9}"
     marker = duration.encode()
     model = ScriptedModel([shell_call(["bash", "-c", script.format(d=duration)], call_id="c1")])
     async with ScriptedResponsesServer(model) as http:
-        server = await StdioServer.start(http.base_url, tmp_path)
+        server = await StdioServer.start(http.base_url, tmp_path, env=env)
         try:
             await server.send(
                 sub(
@@ -106,6 +138,8 @@ async def test_sigkill_of_the_server_leaves_no_command_behind(
                 f"{count} processes with {duration}", lambda: len(_alive_with(marker)) >= count
             )
             reapers = _reapers_of(server.pid)
+            if policy == "danger-full-access":  # which of the two ways is under test
+                assert bool(_trees_of(server.pid)) == (cgroups == "cgroups")
             # The reaper starts with the first command, confined too: bwrap's own
             # die-with-parent is set only once bwrap runs, which a kill can beat.
             assert len(reapers) == 1, reapers
@@ -124,6 +158,7 @@ async def test_sigkill_of_the_server_leaves_no_command_behind(
                     )
                 ),
             )
+            assert not _trees_of(server.pid), "the reaper left its cgroup tree behind"
         finally:
             for pid in _alive_with(marker):
                 os.kill(pid, signal.SIGKILL)

@@ -20,8 +20,11 @@ between its spawn and its registration, and a process that left its group
 (``setsid``, a daemon). So every reaped command also carries
 ``CODEXCORE_REAPER=<token>`` in its environment, which its children inherit;
 after killing the groups, the reaper kills every process of the user whose
-environment carries that token. Only a process that both leaves its group
-and scrubs its environment escapes.
+environment carries that token. A process that both leaves its group and
+scrubs its environment escapes those two, so where this process may make
+cgroups v2 (``_cgroup``) each command also runs in a cgroup of its own, under
+one tree per process, and at EOF the reaper kills that whole tree through
+``cgroup.kill`` and removes it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import threading
 from typing import Final
 
 from codexcore._logging import get_logger
+from codexcore.tools._cgroup import CgroupTree
 
 __all__ = ["REAPER_ENV_VAR", "reaper"]
 
@@ -42,7 +46,8 @@ REAPER_ENV_VAR: Final = "CODEXCORE_REAPER"
 """Marks a reaped command's environment (and so its children's) with this process's token."""
 
 _SCRIPT: Final = """\
-# codexcore-reaper: at EOF, kill the groups still registered, then the marked processes
+# codexcore-reaper: at EOF, kill the groups still registered, the cgroup tree ($2,
+# if any), then the marked processes; then remove the tree
 g=
 while IFS= read -r l; do
   case $l in
@@ -51,9 +56,14 @@ while IFS= read -r l; do
   esac
 done
 for p in $g; do kill -s KILL -- "-$p" 2>/dev/null; done
+[ -z "$2" ] || echo 1 >"$2/cgroup.kill"
 for _ in 1 2 3 4 5; do  # again while a fork raced the previous sweep
   f=$(grep -lsxzF -e "$1" /proc/[0-9]*/environ); [ -n "$f" ] || break
   for e in $f; do e=${e#/proc/}; kill -s KILL "${e%/environ}" 2>/dev/null; done
+done
+n=0  # a cgroup can be removed once its killed processes are gone: a few ms
+while [ -n "$2" ] && [ -d "$2" ] && [ $n -lt 100 ]; do
+  rmdir "$2"/*/ "$2" 2>/dev/null || sleep 0.01; n=$((n+1))
 done
 """
 """The reaper, for ``/bin/sh``: a shell starts in about a millisecond and a
@@ -78,11 +88,18 @@ class Reaper:
         self._pipe: int | None = None
         self._pid: int | None = None
         self._groups: set[int] = set()
+        self._cgroups: CgroupTree | None = None
+        self._cgroups_tried = False
 
     @property
     def pid(self) -> int | None:
         """The reaper's pid once started (for tests and diagnostics)."""
         return self._pid
+
+    @property
+    def cgroups(self) -> CgroupTree | None:
+        """The cgroup tree this reaper kills, once started; None where cgroups v2 are unusable."""
+        return self._cgroups
 
     def ensure_started(self) -> None:
         """Start the reaper now if it is not running, so that registering a
@@ -117,6 +134,7 @@ class Reaper:
             os.waitpid(self._pid, 0)
             self._pipe = self._pid = None
             self._groups.clear()
+            self._cgroups, self._cgroups_tried = None, False  # the reaper removed it
 
     def _send(self, line: bytes) -> None:
         if self._pipe is None:
@@ -137,12 +155,16 @@ class Reaper:
             os.write(self._pipe, b"".join(b"+%d\n" % pgid for pgid in self._groups))
 
     def _start(self) -> None:
+        if not self._cgroups_tried:  # once: a restarted reaper takes over the same tree
+            self._cgroups_tried = True
+            self._cgroups = CgroupTree.create()
+        tree = "" if self._cgroups is None else self._cgroups.path
         read_end, write_end = os.pipe()  # both close-on-exec: no command inherits them
         env = {name: os.environ[name] for name in _ENV_KEEP if name in os.environ}
         try:
             self._pid = os.posix_spawn(
                 _SHELL,
-                [_SHELL, "-c", _SCRIPT, "codexcore-reaper", f"{REAPER_ENV_VAR}={self.token}"],
+                [_SHELL, "-c", _SCRIPT, "codexcore-reaper", f"{REAPER_ENV_VAR}={self.token}", tree],
                 env,
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, read_end, 0),
@@ -169,6 +191,8 @@ class Reaper:
         self.token = secrets.token_hex(16)
         self._pipe = self._pid = None
         self._groups = set()
+        # The parent's tree dies with the parent: make one of our own if needed.
+        self._cgroups, self._cgroups_tried = None, False
 
 
 def _close_inherited(keep: int) -> list[tuple[int, int]]:

@@ -10,9 +10,11 @@ nothing it started is still running:
   included: a tool call does not leave daemons behind);
 * its pipes are closed and no helper task is left pending.
 
-The one thing it cannot reach is a process that left the group on purpose
-(``setsid``, ``setpgid``); such a process is not killed, and if it keeps the pipes
-open the call stops reading them after a bounded drain (see ``_POST_KILL_DRAIN_S``).
+Where cgroups v2 are usable (``_cgroup``), the command also runs in a cgroup of its
+own, which is killed whole as well: a process that left the group on purpose
+(``setsid``, ``setpgid``) dies with it. Elsewhere such a process is not killed, and
+if it keeps the pipes open the call stops reading them after a bounded drain (see
+``_POST_KILL_DRAIN_S``).
 
 The same holds if this process is killed outright (SIGKILL, the OOM killer)
 while a command runs: its process group is registered with a small watchdog
@@ -37,6 +39,7 @@ from attrs import frozen
 
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
+from codexcore.tools import _cgroup
 from codexcore.tools._reaper import REAPER_ENV_VAR, reaper
 from codexcore.tools.output import HeadTailBuffer
 
@@ -109,6 +112,7 @@ async def run_command(
     capture_limit: int = 1 << 20,
     pass_fds: Collection[int] = (),
     reap: bool = True,
+    cgroup: bool = True,
 ) -> ExecResult:
     """Run ``argv`` in ``cwd`` and return its :class:`ExecResult`.
 
@@ -135,6 +139,12 @@ async def run_command(
       watchdog (started with the first such command). ``reap=False`` leaves
       that to the command itself; note that bwrap's ``--die-with-parent``
       takes effect only once bwrap runs, not from the spawn.
+    * With ``reap`` and ``cgroup`` (the defaults), where cgroups v2 are usable, the
+      command runs in a cgroup of its own, killed whole when the call ends and by
+      the watchdog when this process dies: even a process that left the group and
+      dropped the mark dies then. Moving a process into a cgroup costs about a
+      millisecond; pass ``cgroup=False`` where a PID namespace (bubblewrap)
+      already holds everything the command starts.
 
     ``pass_fds`` are descriptors the child inherits under the same numbers
     (``sandbox.confine``'s syscall filter); every other one is closed.
@@ -146,15 +156,19 @@ async def run_command(
     _check_arguments(argv, timeout_ms, max_chunk, capture_limit)
     started = time.monotonic()
     loop = asyncio.get_running_loop()
+    own_cgroup = None
     if reap:
         # Before the spawn, so registering the group after it is one pipe write;
         # the mark covers the instant between the two, and whatever leaves the group.
         _tell_reaper(reaper().ensure_started)
         env = {**(os.environ if env is None else env), REAPER_ENV_VAR: reaper().token}
+        tree = reaper().cgroups
+        own_cgroup = tree.new_command() if tree is not None and cgroup else None
+    spawned = argv if own_cgroup is None else _cgroup.enter_argv(own_cgroup, argv, cwd, env)
     try:
         transport, protocol = await loop.subprocess_exec(
             _ExecProtocol,
-            *argv,
+            *spawned,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -164,8 +178,9 @@ async def run_command(
             pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
+        _release(own_cgroup)
         return _spawn_failure(argv, cwd, exc, started)
-    run = _Run(transport, protocol, _Capture(capture_limit), max_chunk, on_output)
+    run = _Run(transport, protocol, _Capture(capture_limit), max_chunk, on_output, own_cgroup)
     _log.debug("exec.started", argv=list(argv), cwd=cwd, pid=run.pgid)
     if reap:
         # At once, in the spawning thread: one pipe write, the reaper runs already.
@@ -179,7 +194,14 @@ async def run_command(
     finally:
         if reap:  # the group is gone: its number is free
             _tell_reaper(functools.partial(reaper().unregister, run.pgid))
+        _release(own_cgroup)
     return run.result(started, timeout_ms if timed_out else None)
+
+
+def _release(cgroup: str | None) -> None:
+    tree = reaper().cgroups
+    if cgroup is not None and tree is not None:
+        tree.release(cgroup)
 
 
 def _tell_reaper(action: Callable[[], None]) -> None:
@@ -276,8 +298,10 @@ class _Run:
         capture: _Capture,
         max_chunk: int,
         on_output: OnOutput | None,
+        cgroup: str | None = None,
     ) -> None:
         self.transport = transport
+        self.cgroup = cgroup
         self.protocol = protocol
         self.capture = capture
         # start_new_session made the child a group leader: its pid is the pgid.
@@ -336,8 +360,7 @@ class _Run:
         _, pending = await asyncio.wait(self.pumps, timeout=_PIPE_GRACE_S)
         # Unconditional: a background job that closed its pipes would otherwise
         # outlive the call. ESRCH (group already empty) is the normal case.
-        if _kill_group(self.pgid, signal.SIGKILL):
-            await _wait_until_group_gone(self.pgid)
+        await self._kill_everything()
         if pending:
             _, pending = await asyncio.wait(pending, timeout=_POST_KILL_DRAIN_S)
         for pump in pending:
@@ -352,10 +375,8 @@ class _Run:
             _kill_group(self.pgid, signal.SIGTERM)
             await asyncio.wait({self.protocol.exited}, timeout=_TERM_GRACE_S)
         # Always: grandchildren may ignore or outlive the TERM the main one obeyed.
-        signalled = _kill_group(self.pgid, signal.SIGKILL)
+        await self._kill_everything()
         await self.protocol.exited
-        if signalled:
-            await _wait_until_group_gone(self.pgid)
         for pump in self.pumps:
             pump.cancel()
         await asyncio.wait(self.pumps)
@@ -364,6 +385,13 @@ class _Run:
             if not pump.cancelled():
                 pump.exception()
         self.transport.close()
+
+    async def _kill_everything(self) -> None:
+        """SIGKILL the group and the cgroup (if any), and wait until both are empty."""
+        if _kill_group(self.pgid, signal.SIGKILL):
+            await _wait_until_group_gone(self.pgid)
+        if self.cgroup is not None and _cgroup.kill(self.cgroup):
+            await _wait_until_cgroup_empty(self.cgroup)
 
     def result(self, started: float, timed_out_after_ms: int | None) -> ExecResult:
         """The ExecResult; ``timed_out_after_ms`` is the timeout if it fired."""
@@ -432,6 +460,17 @@ async def _wait_until_group_gone(pgid: int) -> None:
     while _group_has_live_member(pgid):
         if loop.time() >= deadline:
             _log.debug("exec.group_survived_kill", pgid=pgid)
+            return
+        await asyncio.sleep(_GROUP_POLL_S)
+
+
+async def _wait_until_cgroup_empty(cgroup: str) -> None:
+    """Wait, at most ``_GROUP_EXIT_WAIT_S``, until no process is left in ``cgroup``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _GROUP_EXIT_WAIT_S
+    while _cgroup.populated(cgroup):
+        if loop.time() >= deadline:
+            _log.debug("exec.cgroup_survived_kill", cgroup=cgroup)
             return
         await asyncio.sleep(_GROUP_POLL_S)
 

@@ -18,7 +18,8 @@ Policies (the wire names of the protocol's ``SandboxMode``):
 
 ``read-only``
     The whole filesystem is read-only (a private ``/dev`` and ``/proc``
-    aside) and there is no network.
+    aside, with the host-wide parts of that ``/proc`` read-only too, so that
+    not even root can change a kernel setting) and there is no network.
 ``workspace-write``
     Read-only except the cwd, the writable roots and a private ``/tmp`` (a
     fresh tmpfs, not the host's). A ``.git`` directly inside a writable root
@@ -28,11 +29,12 @@ Policies (the wire names of the protocol's ``SandboxMode``):
 ``danger-full-access``
     No confinement: :func:`wrap_command` returns argv unchanged.
 
-Process lifetime: the wrapped command runs in its own session and PID
-namespace, and bubblewrap is told to die with its parent. Killing the bwrap
-process (for instance ``os.killpg`` on the group of a ``start_new_session``
-child) therefore kills every process inside, including ones that started
-their own session. Caveat: ``--die-with-parent`` is ``PR_SET_PDEATHSIG``,
+Both confined modes get their own UTS (hostname) namespace. Process
+lifetime: the wrapped command runs in its own session and PID namespace,
+and bubblewrap is told to die with its parent. Killing the bwrap process
+(for instance ``os.killpg`` on the group of a ``start_new_session`` child)
+therefore kills every process inside, including ones that started their
+own session. Caveat: ``--die-with-parent`` is ``PR_SET_PDEATHSIG``,
 which fires when the *thread* that spawned bwrap exits, so spawn it from a
 long-lived thread (the event loop's), never from a short-lived worker thread.
 """
@@ -227,24 +229,81 @@ def _bwrap_options(spec: SandboxSpec, cwd: str) -> list[str]:
     # processes that left bwrap's process group. (--seccomp goes first, from
     # wrap_command.)
     options = ["--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"]
+    roots = _writable_roots(spec, cwd) if spec.mode == "workspace-write" else []
     if spec.mode == "workspace-write":
-        options += _workspace_mounts(spec, cwd)
-    options.append("--unshare-pid")
+        options += _workspace_mounts(roots)
+    # --unshare-uts: a hostname set inside (were it ever allowed) stays inside.
+    options += ["--unshare-pid", "--unshare-uts"]
     if not (spec.mode == "workspace-write" and spec.network_access):
         # A fresh network namespace has only a loopback device, not the host's.
         options.append("--unshare-net")
     # --proc after the binds so no writable root can cover it. --cap-drop ALL
     # matters when we run as root: bwrap then keeps every capability by
     # default and the command could simply remount / read-write.
-    options += ["--proc", "/proc", "--cap-drop", "ALL", "--chdir", cwd]
+    options += ["--proc", "/proc", *_kernel_mounts(roots), "--cap-drop", "ALL"]
+    options += ["--chdir", cwd]
     return options
 
 
-def _workspace_mounts(spec: SandboxSpec, cwd: str) -> list[str]:
-    """The private /tmp, then the writable binds, then read-only ``.git`` on top."""
+# What of a fresh /proc changes the whole machine. Root needs no capability to
+# write most of it: the kernel checks the file mode (owner uid 0), so a command
+# run by root wrote /proc/sys/kernel/hostname and core_pattern (a host-wide
+# code execution path) until these were bound read-only. Docker's list, plus
+# mtrr. bwrap covers irq and bus itself, but only when it may write the
+# directory, which it may not once root has dropped its capabilities.
+READ_ONLY_PROC: Final = (
+    "sys",
+    "sysrq-trigger",
+    "irq",
+    "bus",
+    "fs",
+    "acpi",
+    "asound",
+    "scsi",
+    "driver",
+    "mtrr",
+)
+MASKED_PROC: Final = ("kcore", "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug")
+"""Hidden behind an empty read-only file, as Docker does: host-wide state (every
+task on the machine, kernel memory) that no command needs."""
+
+
+def _kernel_mounts(roots: Sequence[str]) -> list[str]:
+    """Read-only binds over the host-wide parts of /proc; /sys and /dev again if a root
+    covered them."""
+    mounts = list(_proc_mounts())
+    # /sys is read-only from "--ro-bind / /" and /dev private from "--dev", unless
+    # a writable root is / or lies in them: then they are made so again on top.
+    # A writable / means the user's files, not the kernel's knobs or raw disks.
+    if "/" in roots or _contains_any("/sys", roots):
+        mounts += ["--ro-bind", "/sys", "/sys"]
+    if "/" in roots or _contains_any("/dev", roots):
+        mounts += ["--dev", "/dev"]
+    return mounts
+
+
+@functools.cache
+def _proc_mounts() -> tuple[str, ...]:
+    """The binds for :data:`READ_ONLY_PROC` and :data:`MASKED_PROC` that exist here.
+
+    bwrap takes a bind's source from the host, so /proc/sys here is the host's
+    procfs; the kernel still answers every sysctl for the namespaces of the
+    process reading it (the sandbox's network and hostname, not the host's).
+    """
+    mounts: list[str] = []
+    for name in READ_ONLY_PROC:
+        if os.path.lexists(f"/proc/{name}"):
+            mounts += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+    for name in MASKED_PROC:
+        if os.path.lexists(f"/proc/{name}"):
+            mounts += ["--ro-bind", os.devnull, f"/proc/{name}"]
+    return tuple(mounts)
+
+
+def _workspace_mounts(roots: Sequence[str]) -> list[str]:
+    """The private /tmp, then the writable ``roots``, then read-only ``.git`` on top."""
     # The tmpfs comes first so a cwd or root under /tmp, bound afterwards,
     # stays visible (bwrap takes bind sources from the host's view).
-    roots = _writable_roots(spec, cwd)
     mounts = _private_tmp(roots)
     for root in roots:
         mounts += ["--bind", root, root]
