@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import importlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from ._rollout_reader import LoadedSession
     from ._session import Session
 
-    Prepared = (
+    Prepared: TypeAlias = (
         list[Item]
         | LoadedSession
         | Resuming

@@ -3,16 +3,16 @@
 A writable root lets the model change the project, not the programs that run
 the next time the *user* works in it. Git runs what ``.git/config``
 (``core.fsmonitor``, ``core.pager``, aliases, filters) and ``.git/hooks/*`` name,
-outside any sandbox, on the user's next ``git status``; codexcore's own
-``.codexcore/config.toml`` names MCP servers it starts unconfined. So, as Codex
-does with ``.git`` (and ``.codex``), these stay read-only inside every writable
-root, the cwd included:
+outside any sandbox, on the user's next ``git status``. codexcore reads a
+project's ``.codexcore/skills/`` as instructions, and its home defaults to
+``~/.codexcore``, whose ``config.toml`` names MCP servers it starts unconfined
+(that folder is at the top of a root whenever a root is the user's home). So,
+as Codex does with ``.git`` (and ``.codex``), these stay read-only inside every
+writable root, the cwd included:
 
 * ``.git`` at the top of each root: a directory, or a worktree/submodule pointer
   file together with the git directory its ``gitdir:`` line names;
-* ``.codexcore`` at the top of each root. codexcore has no per-workspace
-  configuration folder, but its home defaults to ``~/.codexcore``, which is that
-  folder whenever a root is the user's home directory.
+* ``.codexcore`` at the top of each root.
 
 :func:`read_only_subpaths` is the list the sandbox mounts read-only for confined
 commands (it can only mount what exists). :func:`protected_part` is what patch
