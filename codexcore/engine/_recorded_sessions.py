@@ -6,6 +6,12 @@ reconfiguring does): a resumed one keeps its id and appends to its rollout, a
 forked one starts a new rollout with the branch it was forked at. Rollouts are
 read off the loop; one that cannot be read is refused, naming its file and the
 problem.
+
+A session has one writer: resuming locks the rollout before reading it (so what
+is read is all there is), and a session open elsewhere, in another process or
+another engine of this one, is refused before anything is aborted, naming the
+process (``session_busy``). Resuming the engine's own Session hands its lock on.
+Forking, listing and reading take no lock.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
 
 from ..protocol import (
     Event,
@@ -27,8 +35,10 @@ from ..protocol import (
     Submission,
     WarningEvent,
 )
+from ..protocol._value import Value
 from ._history import History, UnknownBookmark
 from ._rollout import BadRollout, UnknownSession
+from ._rollout_lock import RolloutLock, SessionBusy, take_lock
 from ._rollout_reader import LoadedSession, find_rollout, load_session, read_session_events
 from ._rollout_reader import list_sessions as recorded_sessions
 from ._session_lifecycle import announce_session, new_session
@@ -40,8 +50,20 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-async def load(codex: Codex, op: ResumeSession | ForkSession) -> LoadedSession:
-    """The recorded session ``op`` names, a fork's History moved to its branch."""
+@attrs.frozen(repr=False, eq=False)
+class Resuming(Value):
+    """A recorded session about to be resumed, and the lock on its rollout
+    (None when the engine records nothing)."""
+
+    loaded: LoadedSession
+    lock: RolloutLock | None
+
+
+async def load(codex: Codex, op: ResumeSession | ForkSession) -> LoadedSession | Resuming:
+    """The recorded session ``op`` names, a fork's History moved to its branch;
+    a session to resume comes with its rollout locked."""
+    if isinstance(op, ResumeSession):
+        return await _lock_and_load(codex, op.session_id)
     loaded = await _load(codex, op.session_id)
     if isinstance(op, ForkSession):
         try:
@@ -81,16 +103,22 @@ async def get_history(codex: Codex, sub: Submission, _: object) -> None:
     await codex._emit(sub.id, SessionHistory(session_id, op.offset, len(events), page))
 
 
-async def resume_session(codex: Codex, sub: Submission, loaded: LoadedSession) -> None:
-    codex._session = await new_session(
-        codex,
-        loaded.config,
-        session_id=loaded.session_id,
-        history=loaded.history,
-        append_to=loaded.path,
-        token_total=loaded.token_total,
-        agent_id=loaded.agent_id,
-    )
+async def resume_session(codex: Codex, sub: Submission, resuming: Resuming) -> None:
+    loaded = resuming.loaded
+    try:
+        codex._session = await new_session(
+            codex,
+            loaded.config,
+            session_id=loaded.session_id,
+            history=loaded.history,
+            append_to=loaded.path,
+            lock=resuming.lock,
+            token_total=loaded.token_total,
+            agent_id=loaded.agent_id,
+        )
+    finally:
+        if resuming.lock is not None:
+            resuming.lock.release()  # a no-op once the new rollout writer took it
     await announce_session(codex, sub.id)
 
 
@@ -115,6 +143,37 @@ def _unwritten_events(codex: Codex, session_id: str) -> list[Event] | None:
     if session.id != session_id or session.rollout is None:
         return None
     return session.rollout.held_events()
+
+
+async def _lock_and_load(codex: Codex, session_id: str) -> Resuming:
+    """The session locked, then read: nobody appends to it between the two."""
+    path = await _rollout_of(codex, session_id)
+    if codex.config.ephemeral:  # nothing will be appended: no lock to take
+        return Resuming(await _load(codex, session_id), None)
+    lock = _own_lock(codex, session_id, path)
+    if lock is None:
+        try:
+            lock = await asyncio.to_thread(take_lock, path, session_id)
+        except SessionBusy as exc:
+            raise SubmissionRejected(str(exc), "session_busy") from None
+        except OSError:
+            pass  # not writable here: resumed unrecorded, and the writer says so
+    try:
+        return Resuming(await _load(codex, session_id), lock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+
+
+def _own_lock(codex: Codex, session_id: str, path: Path) -> RolloutLock | None:
+    """The engine's own Session's lock, shared, when that Session is the one resumed."""
+    session = codex._session
+    if session is None or session.id != session_id or session.rollout is None:
+        return None
+    if session.rollout.path != path:
+        return None
+    return session.rollout.shared_lock()
 
 
 async def _load(codex: Codex, session_id: str) -> LoadedSession:

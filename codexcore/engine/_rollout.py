@@ -37,6 +37,10 @@ last. Any other line that is not a well-formed record makes the file bad
 (:class:`BadRollout`): it is skipped, with a warning, when listing, and
 refused when resuming or reading.
 
+A rollout has one writer at a time: the writer holds an advisory lock on its
+file from opening to closing, and a second session resuming it is refused
+(:mod:`._rollout_lock`). Readers need no lock.
+
 This module writes rollouts (:class:`RolloutWriter` and its records);
 :mod:`._rollout_reader` reads them back (resume, fork, listing, pruning).
 """
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import hashlib
 import os
 from collections.abc import Iterable
@@ -63,6 +68,7 @@ from ..protocol import (
 )
 from ._config import SessionConfig
 from ._history import Item, Journal
+from ._rollout_lock import RolloutLock, take_lock, try_lock
 
 log = get_logger(__name__)
 
@@ -92,10 +98,14 @@ class BadRollout(Exception):
 class RolloutWriter:
     """Appends records to one session's rollout file.
 
-    ``RolloutWriter(path)`` continues the existing file ``path``, cutting off
-    a torn last line first. A ``deferred`` writer (see :meth:`create`) holds
-    its records in memory until the first :meth:`record_change`, then
-    creates the file and writes them all with that change in one ``write``.
+    ``RolloutWriter(path, lock=...)`` continues the existing file ``path``
+    through a descriptor that holds its lock (see :mod:`._rollout_lock`;
+    without ``lock`` the file is opened and locked here, raising
+    ``SessionBusy`` when another session holds it), cutting off a torn last
+    line first. A ``deferred`` writer (see :meth:`create`) holds its records
+    in memory until the first :meth:`record_change`, then creates and locks
+    the file and writes them all with that change in one ``write``. The lock
+    is held until :meth:`close` (or the process ends, however it ends).
 
     Recording never fails the session: a write that fails (a full disk, a
     file system gone read-only) is dropped, any part of its line already
@@ -107,7 +117,9 @@ class RolloutWriter:
     engine to show as a warning (:meth:`take_news`).
     """
 
-    def __init__(self, path: Path, *, deferred: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, deferred: bool = False, lock: RolloutLock | None = None
+    ) -> None:
         self.path = path
         self.news: str | None = None
         self._fd: int | None = None
@@ -116,10 +128,15 @@ class RolloutWriter:
         self._closed = False
         self._failure: OSError | None = None
         self._lost = 0
-        if not deferred:
-            self._open(0)
-            if self._fd is not None:
-                self._cut_torn_tail()
+        if deferred:
+            return
+        try:
+            lock = lock or take_lock(path, session_id_of(path))
+        except OSError as exc:
+            self._failed(exc)
+            return
+        self._fd = lock.take()
+        self._cut_torn_tail()
 
     @classmethod
     def create(cls, home: Path, session_id: str, now: datetime.datetime) -> RolloutWriter:
@@ -153,6 +170,13 @@ class RolloutWriter:
         news, self.news = self.news, None
         return news
 
+    def shared_lock(self) -> RolloutLock | None:
+        """A second descriptor sharing this writer's lock, for the writer that takes
+        over when the session is resumed in place; None if the file is not open."""
+        if self._fd is None:
+            return None
+        return RolloutLock(self.path, os.dup(self._fd))
+
     def close(self) -> None:
         self._closed = True
         self._held = None
@@ -164,9 +188,17 @@ class RolloutWriter:
         try:
             if make_dirs:
                 _make_private_dirs(self.path.parent)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | flags, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | flags, 0o600)
         except OSError as exc:
             self._failed(exc)
+            return
+        # Only a session resumed in the instant after this file was created can
+        # hold it; it rebuilt its History from it, so this one records no more.
+        if not try_lock(fd):
+            os.close(fd)
+            self._failed(OSError(errno.EWOULDBLOCK, "another session opened this file"))
+            return
+        self._fd = fd
 
     def _cut_torn_tail(self) -> None:
         """Cut off an unterminated last line (a write that a crash cut short):
@@ -223,6 +255,14 @@ class RolloutWriter:
             )
             log.warning("rollout.write_failed", path=str(self.path), error=str(exc))
         self._failure = exc
+
+
+_NAME_PREFIX = len("rollout-2026-01-01T00-00-00-")
+
+
+def session_id_of(path: Path) -> str:
+    """The session id in a rollout's file name (``rollout-<timestamp>-<id>.jsonl``)."""
+    return path.name[_NAME_PREFIX:].removesuffix(".jsonl") or path.name
 
 
 def _whole_lines_length(fd: int, size: int, chunk: int = 64 * 1024) -> int:

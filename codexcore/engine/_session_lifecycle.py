@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._codex import Codex
     from ._config import SessionConfig
     from ._history import History
+    from ._rollout_lock import RolloutLock
 
 UNCONFINED = SandboxStatus("none", "the sandbox policy is danger-full-access")
 
@@ -87,19 +88,23 @@ async def new_session(
     history: History | None = None,
     forked_from: str | None = None,
     append_to: Path | None = None,
+    lock: RolloutLock | None = None,
     token_total: TokenUsage | None = None,
     agent_id: str | None = None,
 ) -> Session:
-    """A Session, recorded in a new rollout (or appended to ``append_to``)
-    unless the engine is ephemeral. A new rollout's file is created with
-    the Session's first content: the forked branch, else its first Turn."""
+    """A Session, recorded in a new rollout (or appended to ``append_to``, through
+    ``lock`` when given, which it takes) unless the engine is ephemeral. A new
+    rollout's file is created with the Session's first content: the forked
+    branch, else its first Turn."""
     reserved, codex._first_session_id = codex._first_session_id, None
     session_id = session_id or reserved or str(uuid.uuid4())
     if agent_id is None:  # the first new Session's agent is the one announced
         agent_id = new_agent_id() if codex._session is not None else codex._first_agent_id
     rollout = None
     if not codex.config.ephemeral:
-        rollout = _rollout(codex, config, session_id, agent_id, history, forked_from, append_to)
+        rollout = _rollout(
+            codex, config, session_id, agent_id, history, forked_from, append_to, lock
+        )
     if codex._session is not None:
         await codex._session.stop_shells()
         await codex._session.stop_mcp()
@@ -125,11 +130,12 @@ def _rollout(
     history: History | None,
     forked_from: str | None,
     append_to: Path | None,
+    lock: RolloutLock | None = None,
 ) -> RolloutWriter:
     """The new Session's rollout: ``append_to`` (a resumed one's) takes its settings;
     a new file takes its meta, its settings and the forked branch."""
     if append_to is not None:
-        rollout = RolloutWriter(append_to)
+        rollout = RolloutWriter(append_to, lock=lock)
         rollout.record(config_record(config))
         return rollout
     now = datetime.datetime.now(datetime.UTC)

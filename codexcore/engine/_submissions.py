@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import importlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
@@ -69,11 +69,18 @@ if TYPE_CHECKING:
     from ._codex import Codex
     from ._config import SessionConfig
     from ._history import Item
+    from ._recorded_sessions import Resuming
     from ._rollout_reader import LoadedSession
     from ._session import Session
 
-    Prepared = (
-        list[Item] | LoadedSession | str | SessionConfig | tuple[SessionConfig, list[Item]] | None
+    Prepared: TypeAlias = (
+        list[Item]
+        | LoadedSession
+        | Resuming
+        | str
+        | SessionConfig
+        | tuple[SessionConfig, list[Item]]
+        | None
     )
 
 log = get_logger(__name__)

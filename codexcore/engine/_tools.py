@@ -35,6 +35,7 @@ from ..protocol import (
 )
 from ..protocol._value import Value
 from ..tools import apply_patch as patches
+from ..tools._read_only_subpaths import protected_part
 from ..tools.environment import command_environment
 from ..tools.exec import ExecResult, run_command
 from ..tools.output import format_for_model
@@ -309,9 +310,7 @@ class ToolRouter:
         auto = not self._patch_needs_approval(targets)
         if not auto:
             if self._config.approval_policy == "never":
-                return (
-                    "error: the patch writes outside the writable roots and this session never asks"
-                )
+                return self._never_asks(targets)
             answer = await self._ask_patch(call_id, changes, targets)
             if answer.decision == "denied":
                 return _denial("patch", answer)
@@ -329,18 +328,41 @@ class ToolRouter:
     def _patch_needs_approval(self, targets: list[tuple[str, str]]) -> bool:
         """``untrusted`` always asks; otherwise a patch goes ahead when every file it
         really writes or removes (the targets, symlinks resolved) is inside the
-        writable roots or was approved for the session."""
+        writable roots, and not in one of their read-only subpaths (``.git``,
+        ``.codexcore``), or was approved for the session. ``danger-full-access``
+        protects nothing: its commands could write the same files unasked."""
         if self._config.approval_policy == "untrusted":
             return True
         if self._spec.mode == "danger-full-access":
             return False
-        outside = self._outside(targets)
-        return bool(outside) and not self._approvals.is_patch_approved(t for _, t in outside)
+        asking = self._outside(targets) + self._protected(targets)
+        return bool(asking) and not self._approvals.is_patch_approved(t for _, t in asking)
 
     def _outside(self, targets: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The (path, target) pairs whose target lies outside the writable roots."""
         roots = self._writable_roots()
         return [(path, t) for path, t in targets if not patches.is_target_writable(t, roots)]
+
+    def _protected(self, targets: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The (path, target) pairs that would change a read-only subpath of a writable
+        root: the resolved target is judged, and the path as the patch spells it."""
+        roots = self._writable_roots()
+        return [
+            (path, target)
+            for path, target in targets
+            if protected_part(target, roots) is not None or protected_part(path, roots) is not None
+        ]
+
+    def _never_asks(self, targets: list[tuple[str, str]]) -> str:
+        """What the model is told when a patch needs the user and this session never asks."""
+        protected = self._protected(targets)
+        if protected:
+            return (
+                f"error: the patch changes {self._shown(protected)}: .git and .codexcore stay "
+                "read-only inside the writable roots (git and codexcore run commands their "
+                "config and hooks name), and this session never asks; nothing was changed"
+            )
+        return "error: the patch writes outside the writable roots and this session never asks"
 
     async def _ask_patch(
         self, call_id: str, changes: dict[str, FileChange], targets: list[tuple[str, str]]
@@ -348,7 +370,8 @@ class ToolRouter:
         outside = self._outside(targets)
         # A path with two targets (written, then removed) shows the one outside.
         resolved = dict(targets) | dict(outside)
-        reason = self._outside_reason(outside)
+        reasons = [self._outside_reason(outside), self._protected_reason(targets)]
+        reason = "; ".join(r for r in reasons if r) or None
         request = ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved)
         answer = await self._ask(call_id, request)
         if answer.decision == "approved_for_session":
@@ -359,13 +382,27 @@ class ToolRouter:
         """Which paths lead outside the writable roots, and where: ``link -> /etc/x``."""
         if not outside:
             return None
-        shown = [
-            target
+        return "writes outside the writable roots: " + self._shown(outside)
+
+    def _protected_reason(self, targets: list[tuple[str, str]]) -> str | None:
+        protected = self._protected(targets)
+        if not protected:
+            return None
+        return (
+            f"changes {self._shown(protected)}, read-only inside the writable roots: "
+            "git and codexcore run commands that their config and hooks name"
+        )
+
+    def _shown(self, pairs: list[tuple[str, str]]) -> str:
+        """The paths as the user reads them, and where they lead: ``link -> /etc/x``."""
+        cwd = self._config.cwd
+        shown = {
+            patches.display_path(path, cwd)
             if path == target
-            else f"{patches.display_path(path, self._config.cwd)} -> {target}"
-            for path, target in outside
-        ]
-        return "writes outside the writable roots: " + ", ".join(shown)
+            else f"{patches.display_path(path, cwd)} -> {target}": None
+            for path, target in pairs
+        }
+        return ", ".join(shown)
 
     def _writable_roots(self) -> list[str]:
         """Where the session may write: the cwd and the writable roots (none when read-only)."""

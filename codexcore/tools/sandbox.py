@@ -22,9 +22,11 @@ Policies (the wire names of the protocol's ``SandboxMode``):
     not even root can change a kernel setting) and there is no network.
 ``workspace-write``
     Read-only except the cwd, the writable roots and a private ``/tmp`` (a
-    fresh tmpfs, not the host's). A ``.git`` directly inside a writable root
-    stays read-only, as in Codex: a sandboxed command must not plant hooks or
-    rewrite config that the user's own ``git`` would later run unconfined.
+    fresh tmpfs, not the host's). A ``.git`` (and a ``.codexcore``) directly
+    inside a writable root stays read-only, as in Codex: a sandboxed command
+    must not plant hooks or rewrite config that the user's own ``git`` would
+    later run unconfined. The list is :func:`._read_only_subpaths.read_only_subpaths`,
+    the same one patch approval asks about.
     Network only when ``network_access`` is true.
 ``danger-full-access``
     No confinement: :func:`wrap_command` returns argv unchanged.
@@ -56,6 +58,7 @@ from attrs import field, frozen, validators
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
 from codexcore.tools import _seccomp
+from codexcore.tools._read_only_subpaths import read_only_subpaths
 from codexcore.tools._sandbox_status import SandboxStatus as SandboxStatus
 
 _log = get_logger(__name__)
@@ -301,14 +304,16 @@ def _proc_mounts() -> tuple[str, ...]:
 
 
 def _workspace_mounts(roots: Sequence[str]) -> list[str]:
-    """The private /tmp, then the writable ``roots``, then read-only ``.git`` on top."""
+    """The private /tmp, then the writable ``roots``, then the read-only subpaths on top
+    (``.git``, ``.codexcore``: see :mod:`._read_only_subpaths`, which patch approval
+    shares)."""
     # The tmpfs comes first so a cwd or root under /tmp, bound afterwards,
     # stays visible (bwrap takes bind sources from the host's view).
     mounts = _private_tmp(roots)
     for root in roots:
         mounts += ["--bind", root, root]
-    for git_path in _protected_git_paths(roots):
-        mounts += ["--ro-bind", git_path, git_path]
+    for path in read_only_subpaths(roots):
+        mounts += ["--ro-bind", path, path]
     return mounts
 
 
@@ -357,37 +362,6 @@ def _writable_roots(spec: SandboxSpec, cwd: str) -> list[str]:
     # Shallowest first: a parent bound after its child would hide the child's
     # mount, and a stable order keeps the argv reproducible.
     return sorted(roots, key=lambda root: (root.count(os.sep), root))
-
-
-def _protected_git_paths(roots: Sequence[str]) -> Iterator[str]:
-    """The ``.git`` (directory, or worktree pointer file) at the top of each root.
-
-    A ``.git`` symlink is protected at its target; the link itself stays
-    replaceable, as bind mounts cannot pin a symlink. Listing a ``.git`` (or a
-    path inside it) as a writable root opts that ``.git`` out of protection.
-    """
-    seen: set[str] = set()
-    for root in roots:
-        dot_git = os.path.join(root, ".git")
-        if not os.path.lexists(dot_git):
-            continue
-        target = os.path.realpath(dot_git)
-        if target in seen or not os.path.exists(target):
-            continue
-        # Outside every writable root it is read-only already.
-        if _inside_any(target, roots) and not _contains_any(target, roots):
-            seen.add(target)
-            yield target
-
-
-def _inside_any(path: str, roots: Sequence[str]) -> bool:
-    """Whether ``path`` is strictly below one of ``roots``."""
-    return any(path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-
-
-def _contains_any(path: str, roots: Sequence[str]) -> bool:
-    """Whether one of ``roots`` is ``path`` itself or below it."""
-    return any(root == path or root.startswith(path + os.sep) for root in roots)
 
 
 # Denial heuristic. bwrap denies by mounts and namespaces, so its failures look
