@@ -52,7 +52,7 @@ def read_only_subpaths(roots: Iterable[str]) -> list[str]:
         for path in _candidates(root):
             if path in found or not os.path.exists(path):
                 continue
-            if _inside_any(path, real_roots) and not _contains_any(path, real_roots):
+            if _inside_any(path, real_roots) and not contains_any(path, real_roots):
                 found[path] = None
     return list(found)
 
@@ -136,6 +136,6 @@ def _inside_any(path: str, roots: Sequence[str]) -> bool:
     return any(_under(path, root) for root in roots)
 
 
-def _contains_any(path: str, roots: Sequence[str]) -> bool:
+def contains_any(path: str, roots: Sequence[str]) -> bool:
     """Whether one of ``roots`` is ``path`` itself or below it."""
     return any(root == path or root.startswith(path + os.sep) for root in roots)

@@ -58,7 +58,7 @@ from attrs import field, frozen, validators
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
 from codexcore.tools import _seccomp
-from codexcore.tools._read_only_subpaths import read_only_subpaths
+from codexcore.tools._read_only_subpaths import contains_any, read_only_subpaths
 from codexcore.tools._sandbox_status import SandboxStatus as SandboxStatus
 
 _log = get_logger(__name__)
@@ -278,9 +278,9 @@ def _kernel_mounts(roots: Sequence[str]) -> list[str]:
     # /sys is read-only from "--ro-bind / /" and /dev private from "--dev", unless
     # a writable root is / or lies in them: then they are made so again on top.
     # A writable / means the user's files, not the kernel's knobs or raw disks.
-    if "/" in roots or _contains_any("/sys", roots):
+    if "/" in roots or contains_any("/sys", roots):
         mounts += ["--ro-bind", "/sys", "/sys"]
-    if "/" in roots or _contains_any("/dev", roots):
+    if "/" in roots or contains_any("/dev", roots):
         mounts += ["--dev", "/dev"]
     return mounts
 
