@@ -114,6 +114,16 @@ async def never_answer(_: RawServer, __: bytes, writer: Writer) -> bool:
 
 
 REQUEST = {"model": "gpt-test", "input": "hi"}
+
+
+async def failure(client: ModelClient) -> ModelError:
+    """The error the client's stream ends in."""
+    with pytest.raises(ModelError) as caught:
+        async with aclosing(client.stream(REQUEST)) as events:
+            [event async for event in events]
+    return caught.value
+
+
 FIVE = RetryPolicy(max_attempts=5, base_delay=0.01, jitter=0)
 
 
@@ -305,3 +315,30 @@ async def test_the_header_timeout_leaves_a_slow_stream_alone() -> None:
 async def test_the_header_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="response_header_timeout"):
         ModelClient(response_header_timeout=0)
+
+
+async def test_a_refusal_never_shows_the_password_or_query_of_its_url() -> None:
+    refused = http_reply("401 Unauthorized", b"no", "text/plain")
+    async with serving(statuses(refused)) as (url, _):
+        secret_url = url.replace("http://", "http://user:hunter2-pw@") + "?key=q-secret"
+        async with ModelClient(base_url=secret_url, retry=FIVE) as client:
+            with pytest.raises(ModelError) as caught:
+                async with aclosing(client.stream(REQUEST)) as events:
+                    [event async for event in events]
+    message = caught.value.message
+    assert "POST http://127.0.0.1:" in message
+    assert "hunter2-pw" not in message
+    assert "q-secret" not in message
+
+
+async def test_a_key_echoed_across_the_cut_of_a_long_line_is_redacted_whole() -> None:
+    key = "proxykey-" + "0123456789abcdef" * 3  # no sk- shape: only the sent key knows it
+    page = b"x" * 100 + b" you sent " + key.encode()  # the line is cut inside the key
+    refusal = http_reply("401 Unauthorized", page, "text/plain")
+    async with (
+        serving(statuses(refusal)) as (url, _),
+        ModelClient(base_url=url, api_key=key, retry=FIVE) as client,
+    ):
+        message = (await failure(client)).message
+    assert "proxykey" not in message
+    assert "01234567" not in message

@@ -264,13 +264,16 @@ class _ExecRun:
                 return
 
     def _say_where_requests_went(self, code: str) -> None:
+        from ..model._client import displayed_url  # loaded: the requests were sent
+
         # The engine knows the URL; only the configuration knows why it is that one.
         provider = self.loaded.settings.provider
         key = ""
         if code in _KEY_REFUSED:
             key = f"; the key from ${provider.api_key_env}"
+        url = displayed_url(f"{provider.base_url}/responses")
         print(
-            f"codexcore exec: the requests went to POST {provider.base_url}/responses "
+            f"codexcore exec: the requests went to POST {url} "
             f"(provider.base_url from {self.loaded.origin('provider.base_url')}{key})",
             file=sys.stderr,
         )

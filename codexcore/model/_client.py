@@ -23,7 +23,7 @@ from ._sse import SSEDecoder
 from ._status import check_status
 from ._wire import decode_data
 
-__all__ = ["ModelClient", "resolve_base_url"]
+__all__ = ["ModelClient", "displayed_url", "resolve_base_url"]
 
 _log = get_logger(__name__)
 
@@ -37,6 +37,14 @@ _HTTPX_DEFAULT_TIMEOUT = httpx.Timeout(5.0)  # what an AsyncClient made without 
 def resolve_base_url(base_url: str | None) -> str:
     """``base_url``, else ``$OPENAI_BASE_URL``, else the OpenAI API; no trailing slash."""
     return _base_url_and_origin(base_url)[0]
+
+
+def displayed_url(url: str) -> str:
+    """``url`` for a message: without a user:password or a query, which may hold a secret."""
+    parsed = httpx.URL(url)
+    if not (parsed.userinfo or parsed.query):
+        return url
+    return str(parsed.copy_with(username=None, password=None, query=None))
 
 
 def _base_url_and_origin(base_url: str | None) -> tuple[str, str]:
@@ -121,7 +129,7 @@ class ModelClient:
         self._base_url, origin = _base_url_and_origin(base_url)
         self._url = f"{self._base_url}/responses"
         # What a refusal names: a 404 most often means a wrong base URL.
-        self._where = f"POST {self._url}{origin}"
+        self._where = f"POST {displayed_url(self._url)}{origin}"
         self._retry = retry
         self._idle_timeout = stream_idle_timeout
         self._header_timeout = response_header_timeout
@@ -256,7 +264,8 @@ class ModelClient:
             if not deadline.expired():
                 raise
             raise RetryableError(
-                f"no response headers within {self._header_timeout:g} s from POST {self._url}"
+                f"no response headers within {self._header_timeout:g} s "
+                f"from POST {displayed_url(self._url)}"
             ) from None
         except httpx.RequestError as exc:
             raise _transport_failure(exc) from exc

@@ -49,15 +49,16 @@ async def check_status(response: httpx.Response, where: str) -> None:
     if 200 <= status < 300:
         return
     body = await _head_of_body(response)
-    message, server_code = _error_details(response, body)
     # A proxy's error page may echo the key it was sent, in any shape: the
-    # exact credential of this request is known here, and only here.
+    # exact credential of this request is known here, and only here. It is
+    # taken out before the text is cut short, which could leave half a key.
     secrets = credentials(response.request.headers)
+    message, server_code = _error_details(response, body, secrets)
     if is_retryable(status):
-        text = redact(f"HTTP {status}: {message}", secrets)
+        text = f"HTTP {status}: {message}"
         retry_after = _retry_after(response.headers) if status in _RETRY_AFTER_STATUSES else None
         raise RetryableError(text, status=status, retry_after=retry_after, server_code=server_code)
-    text = redact(f"HTTP {status}: {message} ({where})", secrets)
+    text = f"HTTP {status}: {message} ({where})"
     code = _FATAL_STATUS_CODES.get(status, "http_error")
     raise ModelError(text, code=code, status=status, server_code=server_code)
 
@@ -74,8 +75,11 @@ async def _head_of_body(response: httpx.Response) -> bytes:
     return bytes(head[:_BODY_READ_LIMIT])
 
 
-def _error_details(response: httpx.Response, body: bytes) -> tuple[str, str | None]:
-    """The server's error message and code, from ``{"error": {...}}``, else one line of the body."""
+def _error_details(
+    response: httpx.Response, body: bytes, secrets: tuple[str, ...]
+) -> tuple[str, str | None]:
+    """The server's error message and code, from ``{"error": {...}}``, else one line of the
+    body; redacted, then cut short."""
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -83,15 +87,16 @@ def _error_details(response: httpx.Response, body: bytes) -> tuple[str, str | No
     if isinstance(payload, dict):
         error = payload.get("error", payload)
         if isinstance(error, str):
-            return _one_line(error, _MESSAGE_LIMIT), None
+            return _one_line(redact(error, secrets), _MESSAGE_LIMIT), None
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             code = error.get("code")
-            message = _one_line(error["message"], _MESSAGE_LIMIT)
+            message = _one_line(redact(error["message"], secrets), _MESSAGE_LIMIT)
             return message, code if isinstance(code, str) else None
     line = _html_title(body) if b"<" in body[:1024] else None
     if line is None:
         line = _first_line(body.decode(response.encoding or "utf-8", "replace"))
-    return _one_line(line, _LINE_LIMIT) or response.reason_phrase or "no details", None
+    line = _one_line(redact(line, secrets), _LINE_LIMIT)
+    return line or response.reason_phrase or "no details", None
 
 
 def _html_title(body: bytes) -> str | None:
