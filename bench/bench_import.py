@@ -38,12 +38,6 @@ SNIPPETS: list[tuple[str, str, str]] = [
         "",
     ),
     (
-        "… the same with the lean transport, as `exec` and `serve` (httpx, h11, TLS context)",
-        "import codexcore; codexcore.ModelClientPool(codexcore.EngineConfig(lean_transport=True))"
-        ".get(None)",
-        "",
-    ),
-    (
         "bare: the engine's dependencies, `import asyncio, attrs, httpx, janus, orjson, structlog`",
         "import asyncio, attrs, httpx, janus, orjson, structlog",
         "",

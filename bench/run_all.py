@@ -17,7 +17,6 @@ BENCHMARKS = (
     "bench_engine.py",
     "bench_sse.py",
     "bench_import.py",
-    "bench_transport.py",
     "bench_memory.py",
     "bench_protocol.py",
     "bench_tools.py",

@@ -10,7 +10,7 @@ the steps interleaved, the best of ``--runs`` (noise only adds time):
 1. the cumulative steps of the start-up path, each step's wall time, the
    part spent inside the snippet, and the exit after it (the interpreter's
    finalization: the snippet's last moment to the parent seeing it exit),
-   with httpx's default transport beside codexcore's as one row;
+   with the model client's transport alone as one row;
 2. the same full path with the garbage collector off during the imports,
    and with ``gc.freeze()`` or ``os._exit`` at the end, to size the
    collector's share;
@@ -38,25 +38,27 @@ EXEC = (
     "import codexcore.config, codexcore.engine, codexcore.protocol, codexcore.model, "
     "codexcore.cli._render, codexcore.model._client"
 )
-# What exec's engine makes for a plain-http base URL: an httpx client on
-# codexcore's own transport (codexcore/model/_transport.py, with h11).
-CLIENT = "codexcore.model.ModelClient(base_url='http://127.0.0.1:9/v1', api_key='k')"
-# httpx's default transport, as the model client used it until 2026-11-23: httpcore,
-# anyio and h11 when the client is made, anyio's asyncio backend at the first request.
-HTTPCORE = "httpx.AsyncClient(verify=False); import anyio._backends._asyncio"
-DEPS = "import asyncio, attrs, h11, httpx, janus, orjson, structlog"
+# What exec's engine makes for a plain-http base URL: an httpx client on httpx's own
+# transport (httpcore, anyio and h11 when the client is made), and anyio's asyncio
+# backend, which the first request loads.
+CLIENT = (
+    "codexcore.model.ModelClient(base_url='http://127.0.0.1:9/v1', api_key='k'); "
+    "import anyio._backends._asyncio"
+)
+DEPS = "import asyncio, attrs, httpx, janus, orjson, structlog"
+TRANSPORT = "import httpcore, anyio._backends._asyncio"
 
 STEPS: list[tuple[str, str]] = [
     ("interpreter alone (`pass`)", "pass"),
     ("+ `import codexcore.cli`, build the parser (every command pays this)", CLI),
     ("+ the exec path's modules (config, engine, protocol, model, renderer, httpx)",
      f"{CLI}; {EXEC}"),
-    ("+ the model client exec makes (`ModelClient`: httpx on codexcore's transport, h11)",
+    ("+ the model client exec makes (`ModelClient`: httpx's own transport, httpcore, anyio)",
      f"{CLI}; {EXEC}; c = {CLIENT}"),
-    ("… httpx's default transport instead (httpcore, anyio and its asyncio backend)",
-     f"{CLI}; {EXEC}; import httpx; c = {HTTPCORE}"),
-    ("bare: the dependencies alone (`import asyncio, attrs, h11, httpx, janus, orjson, structlog`)",
+    ("bare: the dependencies alone (`import asyncio, attrs, httpx, janus, orjson, structlog`)",
      DEPS),
+    ("bare: the dependencies and httpx's transport (`httpcore`, anyio's asyncio backend)",
+     f"{DEPS}; {TRANSPORT}"),
     ("bare: `import ssl; ssl.create_default_context()`",
      "import ssl; ssl.create_default_context()"),
 ]  # fmt: skip

@@ -74,8 +74,10 @@ class ProviderSettings(Value):
     ``api_key_env`` is the *name* of the environment variable holding the key.
     ``headers`` are added to every model request (their values are shown
     nowhere). ``max_attempts`` counts the first request; ``retry_base_delay``
-    is the first backoff in seconds; ``stream_idle_timeout`` is how many
-    seconds a stream may stay silent before the attempt fails.
+    is the first backoff in seconds; ``response_header_timeout`` is how many
+    seconds a request may wait for its response's headers, and
+    ``stream_idle_timeout`` how many a stream may then stay silent, before
+    the attempt fails.
     """
 
     base_url: str = DEFAULT_BASE_URL
@@ -84,6 +86,7 @@ class ProviderSettings(Value):
     max_attempts: int = 5
     retry_base_delay: float = 0.2
     stream_idle_timeout: float = 300.0
+    response_header_timeout: float = 60.0
 
     @property
     def needs_key(self) -> bool:
@@ -210,6 +213,7 @@ class Settings(Value):
             max_attempts=self.provider.max_attempts,
             retry_base_delay=self.provider.retry_base_delay,
             stream_idle_timeout=self.provider.stream_idle_timeout,
+            response_header_timeout=self.provider.response_header_timeout,
             models=ModelCatalog(self.models),
             project_doc_max_bytes=self.project_doc_max_bytes,
             model_auto_compact_token_limit=self.model_auto_compact_token_limit,
@@ -476,6 +480,7 @@ _SPECS: Final[Mapping[str, _Key]] = {
     "provider.max_attempts": _Key(_int_at_least(1), "int"),
     "provider.retry_base_delay": _Key(_number(positive=False), "float"),
     "provider.stream_idle_timeout": _Key(_number(positive=True), "float"),
+    "provider.response_header_timeout": _Key(_number(positive=True), "float"),
 }
 
 SETTING_KEYS: Final = tuple(_SPECS)

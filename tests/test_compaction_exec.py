@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from codexcore.engine._rollout_reader import load_session, read_records
 from codexcore.model import Usage
 from codexcore.testing import (
     Hang,
+    Responder,
     ScriptedModel,
     ScriptedResponse,
     ScriptedResponsesServer,
@@ -65,7 +67,7 @@ def servers() -> Iterator[list[ScriptedResponsesServer]]:
 
 
 def serve(
-    servers: list[ScriptedResponsesServer], *script: ScriptedResponse
+    servers: list[ScriptedResponsesServer], *script: Responder
 ) -> tuple[ScriptedModel, ScriptedResponsesServer]:
     model = ScriptedModel(script)
     servers.append(ScriptedResponsesServer(model).start_in_thread())
@@ -114,10 +116,16 @@ def compacting(event: dict[str, Any]) -> bool:
 def test_sigkill_mid_compaction_resumes_the_history_from_before(
     workspace: Path, servers: Any, mode: str
 ) -> None:
+    asked = threading.Event()
+
+    def summary_never_comes(_: dict[str, Any]) -> ScriptedResponse:
+        asked.set()
+        return ScriptedResponse(steps=(Hang(),))
+
     model, server = serve(
         servers,
         full_call("one"),
-        ScriptedResponse(steps=(Hang(),)),  # the summary never comes
+        summary_never_comes,
         text_response("resumed fine", response_id="r2"),
     )
     child = subprocess.Popen(
@@ -129,6 +137,8 @@ def test_sigkill_mid_compaction_resumes_the_history_from_before(
     try:
         events = JsonEvents(child)
         events.until(compacting)
+        # The kill lands once the summary was asked for: mid-compaction, not before it.
+        assert asked.wait(timeout=30), "the summary request never came"
         child.send_signal(signal.SIGKILL)
         assert child.wait(timeout=10) == -signal.SIGKILL
     finally:

@@ -117,6 +117,7 @@ def test_defaults_are_the_engines() -> None:
     assert settings.provider.max_attempts == engine.max_attempts
     assert settings.provider.retry_base_delay == engine.retry_base_delay
     assert settings.provider.stream_idle_timeout == engine.stream_idle_timeout
+    assert settings.provider.response_header_timeout == engine.response_header_timeout
 
 
 FULL = """
@@ -140,6 +141,7 @@ headers = { "OpenAI-Organization" = "org-123" }
 max_attempts = 3
 retry_base_delay = 0.5
 stream_idle_timeout = 60
+response_header_timeout = 30
 """
 
 
@@ -167,6 +169,7 @@ def test_every_key_of_the_file(tmp_path: Path) -> None:
             max_attempts=3,
             retry_base_delay=0.5,
             stream_idle_timeout=60.0,
+            response_header_timeout=30.0,
         ),
         home=str(tmp_path),
         api_key=SECRET,
@@ -201,6 +204,7 @@ def test_engine_config(tmp_path: Path) -> None:
         0.5,
         60.0,
     )
+    assert config.response_header_timeout == 30.0
 
 
 def test_engine_config_never_falls_back_to_the_process_environment(
@@ -265,6 +269,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "provider.max_attempts": {"file": 2, "profile": 3, "flag": 4},
     "provider.retry_base_delay": {"file": 0.1, "profile": 0.3, "flag": 0.7},
     "provider.stream_idle_timeout": {"file": 10, "profile": 20, "flag": 30},
+    "provider.response_header_timeout": {"file": 5, "profile": 15, "flag": 25},
 }
 ENV_VARS = {"log_level": "CODEXCORE_LOG", "provider.base_url": "OPENAI_BASE_URL"}
 
@@ -272,7 +277,11 @@ ENV_VARS = {"log_level": "CODEXCORE_LOG", "provider.base_url": "OPENAI_BASE_URL"
 def expected(key: str, value: Any) -> Any:
     if key == "writable_roots":
         return tuple(value)
-    if key in ("provider.retry_base_delay", "provider.stream_idle_timeout"):
+    if key in (
+        "provider.retry_base_delay",
+        "provider.stream_idle_timeout",
+        "provider.response_header_timeout",
+    ):
         return float(value)
     return value
 

@@ -121,9 +121,10 @@ TASK = (
 """The Task machinery (the Task and its Turns, compaction, starting and steering a Task,
 per-turn settings): loaded with the first Task, never before a server's first answer."""
 
-FIRST_TURN = ("codexcore.model", "httpx", "h11", "html", *TASK, *TOOLS)
-"""What a server loads once its first answer is out (the first Turn needs it; ``html``
-escapes the environment context)."""
+FIRST_TURN = ("codexcore.model", "httpx", "httpcore", "anyio", "h11", "html", *TASK, *TOOLS)
+"""What a server loads once its first answer is out (the first Turn needs it: the model
+client on httpx's own transport, httpcore over anyio; ``html`` escapes the environment
+context)."""
 
 
 def command_modules(*allowed: str) -> tuple[str, ...]:

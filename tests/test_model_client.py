@@ -131,7 +131,7 @@ async def test_text_stream_yields_typed_events() -> None:
     assert done.item["type"] == "message"
     assert {delta.item_id for delta in deltas} == {done.item["id"]}
     assert done.item["content"][0]["text"] == "Hello there, world"
-    assert events[-1] == Completed("resp_1", usage)
+    assert events[-1] == Completed("resp_1", usage, (done.item,))
 
 
 async def test_reasoning_and_function_call_events() -> None:
@@ -167,7 +167,9 @@ async def test_completed_without_usage() -> None:
     model = ScriptedModel([text_response("hi", usage=None, response_id="resp_2")])
     async with scripted_client(model) as client:
         events = await collect(client)
-    assert events[-1] == Completed("resp_2", None)
+    completed = events[-1]
+    assert isinstance(completed, Completed)
+    assert (completed.response_id, completed.usage) == ("resp_2", None)
 
 
 async def test_unknown_event_types_are_ignored() -> None:
@@ -486,7 +488,8 @@ async def test_client_errors_are_not_retried(status: int, code: str) -> None:
         events, error = await collect_failure(client)
     assert events == []
     assert (error.code, error.status) == (code, status)
-    assert error.message == f"HTTP {status}: plain text trouble"
+    where = "POST https://api.openai.com/v1/responses, the default base_url"
+    assert error.message == f"HTTP {status}: plain text trouble ({where})"
 
 
 async def test_long_error_bodies_are_truncated() -> None:

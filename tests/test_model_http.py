@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import os
 import ssl
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable, Generator, Mapping
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
@@ -28,7 +25,6 @@ from codexcore.model import (
     RetryScheduled,
     StreamEvent,
 )
-from codexcore.model._client import lean_transport
 from codexcore.protocol import AgentMessage, ErrorEvent, TaskComplete, TextInput, UserInput
 from codexcore.testing import (
     ScriptedModel,
@@ -351,7 +347,7 @@ async def test_a_proxy_on_the_users_client_carries_the_requests() -> None:
 
 async def test_a_pool_shares_the_users_client_and_leaves_it_open() -> None:
     async with listening(SSE_REPLY) as net, httpx.AsyncClient() as user_client:
-        pool = ModelClientPool(EngineConfig(lean_transport=True), http_client=user_client)
+        pool = ModelClientPool(EngineConfig(), http_client=user_client)
         answers = [answer_of(await collect(pool.get(net.base_url))) for _ in range(2)]
         answers.append(
             answer_of(await collect(pool.get(net.base_url.replace("127.0.0.1", "localhost"))))
@@ -372,34 +368,25 @@ async def test_http_client_excludes_transport_and_verify() -> None:
             ModelClientPool(http_client=user_client, transport=unused)
 
 
-# --- the default path and the lean one keep httpx's behaviours -------------------------
+# --- the engine's clients keep httpx's behaviours -------------------------------------
 
 
-TRANSPORTS = ["httpx", "lean"]
+def _pool(**config: Any) -> ModelClientPool:
+    return ModelClientPool(EngineConfig(**config))
 
 
-def _pool(kind: str, **config: Any) -> ModelClientPool:
-    return ModelClientPool(EngineConfig(lean_transport=kind == "lean", **config))
-
-
-async def test_the_library_default_is_httpx_own_transport() -> None:
-    async with (
-        ModelClientPool().get("http://127.0.0.1:9/v1") as client,
-        _pool("lean").get("http://127.0.0.1:9/v1") as lean,
-    ):
+async def test_every_client_sends_over_httpx_own_transport() -> None:
+    async with ModelClientPool().get("http://127.0.0.1:9/v1") as client:
         assert type(client._http._transport) is httpx.AsyncHTTPTransport
-        assert type(lean._http._transport).__name__ == "H11Transport"
 
 
-@pytest.mark.parametrize("kind", TRANSPORTS)
 async def test_a_proxy_variable_carries_the_default_requests(
-    kind: str, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     model = ScriptedModel([text_response("via the proxy")])
     async with ScriptedResponsesServer(model) as proxy:
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
-        assert lean_transport() is None
-        pool = _pool(kind, api_key="k")
+        pool = _pool(api_key="k")
         events = await collect(pool.get("http://model.invalid/v1"))
         await pool.aclose()
     assert answer_of(events) == "via the proxy"
@@ -420,7 +407,7 @@ async def test_ssl_cert_file_is_trusted_on_the_default_path(
     tls = await asyncio.start_server(_answer_once, "127.0.0.1", 0, ssl=server_context)
     url = f"https://127.0.0.1:{tls.sockets[0].getsockname()[1]}/v1"
     async with tls:
-        client = ModelClient(base_url=url) if made_by == "ModelClient" else _pool("httpx").get(url)
+        client = ModelClient(base_url=url) if made_by == "ModelClient" else _pool().get(url)
         async with client:
             assert answer_of(await collect(client)) == ANSWER
 
@@ -430,8 +417,7 @@ async def _answer_once(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     await listener.handle(reader, writer)
 
 
-@pytest.mark.parametrize("kind", TRANSPORTS)
-async def test_idle_watchdog_retries_and_retry_after_over_a_real_socket(kind: str) -> None:
+async def test_idle_watchdog_retries_and_retry_after_over_a_real_socket() -> None:
     model = ScriptedModel(
         [
             idle(text_response("stalls"), keep=2),
@@ -441,7 +427,7 @@ async def test_idle_watchdog_retries_and_retry_after_over_a_real_socket(kind: st
     )
     async with ScriptedResponsesServer(model) as server:
         config = {"max_attempts": 3, "retry_base_delay": 0.001, "stream_idle_timeout": 0.2}
-        pool = _pool(kind, **config)
+        pool = _pool(**config)
         events = await asyncio.wait_for(collect(pool.get(server.base_url)), 20)
         await pool.aclose()
     reasons = [e.reason for e in events if isinstance(e, RetryScheduled)]
@@ -452,8 +438,7 @@ async def test_idle_watchdog_retries_and_retry_after_over_a_real_socket(kind: st
     assert answer_of(events).endswith("recovered")
 
 
-@pytest.mark.parametrize("kind", TRANSPORTS)
-async def test_a_gzip_stream_over_a_real_socket(kind: str) -> None:
+async def test_a_gzip_stream_over_a_real_socket() -> None:
     packed = gzip.compress(BODY)
     reply = (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
@@ -461,40 +446,7 @@ async def test_a_gzip_stream_over_a_real_socket(kind: str) -> None:
         + packed
     )
     async with listening(reply) as net:
-        pool = _pool(kind)
+        pool = _pool()
         events = await collect(pool.get(net.base_url))
         await pool.aclose()
     assert answer_of(events) == ANSWER
-
-
-# --- the lean transport: the CLI's own processes choose it -----------------------------
-
-
-def test_exec_and_serve_choose_the_lean_transport() -> None:
-    from codexcore.cli import _exec, _serve, build_parser
-
-    parser = build_parser()
-    args = parser.parse_args(["exec", "hi"])
-    assert _exec.engine_config(args, _exec.load(args)).lean_transport
-    assert _serve._config(parser.parse_args(["serve", "--stdio"]), None).engine.lean_transport
-    assert not EngineConfig().lean_transport  # the library's default: httpx's own
-
-
-def test_an_exec_process_sends_without_httpcore(tmp_path: Path) -> None:
-    with ScriptedResponsesServer(ScriptedModel([text_response("lean")])) as server:
-        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OPENAI_API_KEY": "k"}
-        env |= {"OPENAI_BASE_URL": server.base_url, "CODEXCORE_HOME": str(tmp_path)}
-        done = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "codexcore", "exec", "hi"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,  # no proxy variables
-            timeout=60,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "lean" in done.stdout
-    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
-    assert "httpx" in imported
-    assert not imported & {"httpcore", "anyio"}

@@ -484,7 +484,8 @@ def test_the_model_client_redacts_an_echoed_key() -> None:
 
     error = asyncio.run(run())
     assert key not in str(error)
-    assert error.message == "HTTP 401: bad [redacted]; key=[redacted]"
+    where = "POST http://model.test/v1/responses"
+    assert error.message == f"HTTP 401: bad [redacted]; key=[redacted] ({where})"
 
 
 @pytest.mark.parametrize("code", ["invalid_prompt", "server_error"])

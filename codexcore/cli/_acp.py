@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         _say(missing)
         return EXIT_USAGE
-    config = loaded.settings.engine_config(ephemeral=args.ephemeral, lean_transport=True)
+    config = loaded.settings.engine_config(ephemeral=args.ephemeral)
     in_fd, out_fd = claim_stdio()
     imports_done()
     try:

@@ -233,12 +233,17 @@ async def _reach_provider(settings: Settings, seconds: float) -> tuple[Status, s
     except ModelError as exc:
         return (
             "fail",
-            f"provider: POST {url}: {_EXHAUSTED.sub('', exc.message)}{_hint(exc, settings)}",
+            f"provider: POST {url}: {_said(exc.message, url)}{_hint(exc, settings)}",
         )
     except Exception as exc:  # doctor reports; it never ends in a traceback
         return "fail", f"provider: POST {url}: {type(exc).__name__}: {exc}"
     elapsed = time.monotonic() - started
     return "ok", f"provider: POST {url} answered in {elapsed:.2f} s (model {settings.model})"
+
+
+def _said(message: str, url: str) -> str:
+    """The error without what this line already says: the attempts, the URL."""
+    return _EXHAUSTED.sub("", message).replace(f" (POST {url})", "")
 
 
 def _hint(exc: ModelError, settings: Settings) -> str:

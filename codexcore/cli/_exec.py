@@ -9,7 +9,8 @@ hanging. Ctrl-C interrupts the running Task; a second Ctrl-C exits.
 
 With no key for a provider that needs one (OpenAI's API), nothing is sent: the
 message names the variable the key is read from. When requests found no
-answer, the last line names the URL and where it came from.
+answer, or the server refused them (400, 401, 403, 404), the last line names
+the URL and where it came from.
 
 --control-socket gives the session a Unix socket (PATH, else
 $CODEXCORE_HOME/sockets/<session>.sock) where a seed 004 client follows and
@@ -38,8 +39,11 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 
-# The model errors that mean no usable answer came from the provider's URL.
-_UNREACHED = frozenset({"retries_exhausted", "transport_error"})
+# The model errors that mean no usable answer came from the provider's URL, or a
+# refusal that most often means the wrong URL (404) or a key for another server.
+_KEY_REFUSED = frozenset({"unauthorized", "forbidden"})
+_WRONG_PLACE = frozenset({"retries_exhausted", "transport_error", "bad_request", "not_found"})
+_WRONG_PLACE |= _KEY_REFUSED
 
 
 def register(subparsers: Any) -> None:
@@ -140,8 +144,7 @@ def engine_config(args: argparse.Namespace, loaded: LoadedSettings) -> Any:
     """The EngineConfig the loaded settings describe, in the directory of ``--cd``."""
     cwd = os.path.abspath(args.cd or os.getcwd())
     changes = {"ephemeral": True} if getattr(args, "ephemeral", False) else {}
-    # A one-shot process: the lean transport spares it httpcore and anyio (docs/performance.md).
-    return loaded.settings.engine_config(cwd=cwd, lean_transport=True, **changes)
+    return loaded.settings.engine_config(cwd=cwd, **changes)
 
 
 class _ExecRun:
@@ -256,16 +259,22 @@ class _ExecRun:
             await self._answer_if_asked(event.msg)
             if event.id == sub_id and event.msg.TYPE in TERMINAL_EVENT_TYPES:
                 self.exit_code = self._exit_code_for(event.msg)
-                if isinstance(event.msg, ErrorEvent) and event.msg.code in _UNREACHED:
-                    self._say_where_requests_went()
+                if isinstance(event.msg, ErrorEvent) and event.msg.code in _WRONG_PLACE:
+                    self._say_where_requests_went(event.msg.code)
                 return
 
-    def _say_where_requests_went(self) -> None:
+    def _say_where_requests_went(self, code: str) -> None:
+        from ..model._client import displayed_url  # loaded: the requests were sent
+
         # The engine knows the URL; only the configuration knows why it is that one.
-        base_url = self.loaded.settings.provider.base_url
+        provider = self.loaded.settings.provider
+        key = ""
+        if code in _KEY_REFUSED:
+            key = f"; the key from ${provider.api_key_env}"
+        url = displayed_url(f"{provider.base_url}/responses")
         print(
-            f"codexcore exec: the requests went to POST {base_url}/responses "
-            f"(provider.base_url from {self.loaded.origin('provider.base_url')})",
+            f"codexcore exec: the requests went to POST {url} "
+            f"(provider.base_url from {self.loaded.origin('provider.base_url')}{key})",
             file=sys.stderr,
         )
 

@@ -222,7 +222,6 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
         cwd=args.cwd or os.getcwd(),
         event_queue_size=ENGINE_EVENT_QUEUE,
         ephemeral=args.ephemeral,
-        lean_transport=True,  # a server's CPU per Task (docs/performance.md, A5)
     )
     return HostConfig(
         engine=engine,

@@ -5,10 +5,9 @@ here. A host with thousands of sessions must not pay that per session, so
 Sessions draw clients from a pool keyed by base_url, and whoever owns the
 pool closes it. A lone engine owns a pool of its own, with one client.
 
-One client carries at most 100 requests at once (httpx's default limit,
-which the lean transport keeps too), and httpcore, httpx's own transport and
-the library's default, does bookkeeping that grows quadratically with
-the connections in one pool (1,000 running sessions over real HTTP: 56 s on
+One client carries at most 100 requests at once (httpx's default limit),
+and httpcore, httpx's own transport, does bookkeeping that grows
+quadratically with the connections in one pool (1,000 running sessions over real HTTP: 56 s on
 one client, 7 s on ten). So a pool may hold several shards per base_url; a
 Session always uses the same shard (its connections stay warm), and all
 shards share one SSL context, so the CA bundle is still loaded once.
@@ -31,9 +30,8 @@ if TYPE_CHECKING:
 class ModelClientPool:
     """Up to ``shards`` :class:`~codexcore.model.ModelClient` per base_url, made on first use.
 
-    The clients send over httpx's own transport, or ``transport`` if given, or
-    codexcore's lean one when ``config.lean_transport`` is set (no proxy in
-    the environment). ``http_client``, an ``httpx.AsyncClient`` of the
+    The clients send over httpx's own transport, or ``transport`` if given.
+    ``http_client``, an ``httpx.AsyncClient`` of the
     caller's, carries every request instead (see
     :class:`~codexcore.model.ModelClient`); :meth:`aclose` leaves it open.
     """
@@ -73,15 +71,12 @@ class ModelClientPool:
         verify: ssl.SSLContext | bool = True
         if self._http_client is None:
             verify = self._verify(base_url)
-            if transport is None and config.lean_transport:
-                from ..model._client import lean_transport
-
-                transport = lean_transport(verify)
         return ModelClient(
             base_url=base_url,
             api_key=config.api_key,
             retry=RetryPolicy(max_attempts=config.max_attempts, base_delay=config.retry_base_delay),
             stream_idle_timeout=config.stream_idle_timeout,
+            response_header_timeout=config.response_header_timeout,
             headers=config.headers,
             transport=transport,
             verify=verify,

@@ -141,12 +141,10 @@ class EngineConfig(Value):
     parallel, as it is created (see :mod:`codexcore.engine._mcp`); their tools
     are offered to the model beside the built-in ones.
 
-    ``lean_transport`` sends model requests over codexcore's own HTTP/1.1
-    transport instead of httpx's (httpcore): less start-up and CPU per
-    request, but respx's default mode does not see those requests, and
-    without a proxy in the environment only (with one, httpx's is used). The
-    ``codexcore exec`` and ``serve`` processes set it; a library user keeps
-    httpx's transport unless they opt in.
+    ``response_header_timeout`` is how many seconds a model request may wait
+    for its response's headers, ``stream_idle_timeout`` how many the streamed
+    body may then stay silent; either failing is retried like a dropped
+    connection (up to ``max_attempts``).
 
     ``models`` is the model catalogue (limits, prices, reasoning support), with
     ``config.toml``'s per-model overrides. ``project_doc_max_bytes`` caps the
@@ -161,13 +159,13 @@ class EngineConfig(Value):
     max_attempts: int = 5
     retry_base_delay: float = 0.2
     stream_idle_timeout: float = 300.0
+    response_header_timeout: float = 60.0
     submission_queue_size: int = 64
     event_queue_size: int = 1024
     exec_timeout_ms: int = 120_000
     exec_output_limit: int = 10_000
     acknowledge_submissions: bool = False
     duplicate_ttl: float = 600.0
-    lean_transport: bool = False
     models: ModelCatalog = attrs.field(factory=ModelCatalog)
     project_doc_max_bytes: int = 32 * 1024
     model_auto_compact_token_limit: int | None = None

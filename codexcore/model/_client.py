@@ -15,31 +15,45 @@ import httpx
 import orjson
 
 from .._logging import get_logger
-from ._errors import ModelError, RetryableError, redact
-from ._events import Completed, RetryScheduled, StreamEvent
+from ._errors import ModelError, RetryableError, credentials, redact
+from ._events import Completed, OutputItemDone, RetryScheduled, StreamEvent
 from ._idle import IdleTimer
-from ._retry import RetryPolicy, parse_retry_after
+from ._retry import RetryPolicy
 from ._sse import SSEDecoder
+from ._status import check_status
 from ._wire import decode_data
 
-__all__ = ["ModelClient", "lean_transport", "resolve_base_url"]
+__all__ = ["ModelClient", "displayed_url", "resolve_base_url"]
 
 _log = get_logger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _CONNECT_TIMEOUT = 10.0
 _DRAIN_TIMEOUT = 1.0
-_ERROR_TEXT_LIMIT = 500
-_FATAL_STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found"}
-_RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
-_RETRY_AFTER_STATUSES = frozenset({429, 503})
 _DEFAULT_RETRY = RetryPolicy()
 _HTTPX_DEFAULT_TIMEOUT = httpx.Timeout(5.0)  # what an AsyncClient made without a timeout has
 
 
 def resolve_base_url(base_url: str | None) -> str:
     """``base_url``, else ``$OPENAI_BASE_URL``, else the OpenAI API; no trailing slash."""
-    return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    return _base_url_and_origin(base_url)[0]
+
+
+def displayed_url(url: str) -> str:
+    """``url`` for a message: without a user:password or a query, which may hold a secret."""
+    parsed = httpx.URL(url)
+    if not (parsed.userinfo or parsed.query):
+        return url
+    return str(parsed.copy_with(username=None, password=None, query=None))
+
+
+def _base_url_and_origin(base_url: str | None) -> tuple[str, str]:
+    """The base URL and where it came from, in words for an error message ("" when given)."""
+    if base_url:
+        return base_url.rstrip("/"), ""
+    if env := os.environ.get("OPENAI_BASE_URL"):
+        return env.rstrip("/"), ", base_url from $OPENAI_BASE_URL"
+    return DEFAULT_BASE_URL, ", the default base_url"
 
 
 class ModelClient:
@@ -49,16 +63,17 @@ class ModelClient:
     requests go to ``{base_url}/responses``. ``api_key`` defaults to
     ``$OPENAI_API_KEY``; without one no ``Authorization`` header is sent (local
     servers need none). ``headers`` are added to every request and win over
-    the defaults. ``stream_idle_timeout`` is how long a stream may stay silent
-    before the attempt counts as failed.
+    the defaults. ``response_header_timeout`` is how long a request may wait
+    for its response's headers (connecting and sending included), and
+    ``stream_idle_timeout`` how long the streamed body may then stay silent,
+    before the attempt counts as failed and is retried.
 
     The HTTP client is httpx's, with its own transport (httpcore) unless told
     otherwise, so what httpx users rely on holds: respx in its default mode,
     proxies from ``HTTPS_PROXY`` and friends, ``SSL_CERT_FILE``. ``verify`` is
     httpx's: pass one ``ssl.SSLContext`` to many clients to load the CA
     bundle only once. ``transport`` replaces the transport, e.g. with
-    ``httpx.MockTransport`` in tests (the engine's ``lean_transport`` option
-    puts codexcore's own HTTP/1.1 transport here).
+    ``httpx.MockTransport`` in tests.
 
     ``http_client`` is an ``httpx.AsyncClient`` of the caller's, used as it
     is: its transport, proxy, limits, event hooks, auth and headers (then
@@ -78,6 +93,7 @@ class ModelClient:
     __slots__ = (
         "_base_url",
         "_has_key",
+        "_header_timeout",
         "_http",
         "_idle_timeout",
         "_owns_http",
@@ -86,6 +102,7 @@ class ModelClient:
         "_retry",
         "_secrets",
         "_url",
+        "_where",
     )
 
     def __init__(
@@ -95,6 +112,7 @@ class ModelClient:
         api_key: str | None = None,
         retry: RetryPolicy = _DEFAULT_RETRY,
         stream_idle_timeout: float = 300.0,
+        response_header_timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         verify: ssl.SSLContext | bool = True,
@@ -102,18 +120,25 @@ class ModelClient:
     ) -> None:
         if stream_idle_timeout <= 0:
             raise ValueError(f"stream_idle_timeout must be positive, not {stream_idle_timeout!r}")
+        if response_header_timeout <= 0:
+            raise ValueError(
+                f"response_header_timeout must be positive, not {response_header_timeout!r}"
+            )
         if http_client is not None and (transport is not None or verify is not True):
             raise ValueError("http_client brings its own transport and TLS: drop transport/verify")
-        self._base_url = resolve_base_url(base_url)
+        self._base_url, origin = _base_url_and_origin(base_url)
         self._url = f"{self._base_url}/responses"
+        # What a refusal names: a 404 most often means a wrong base URL.
+        self._where = f"POST {displayed_url(self._url)}{origin}"
         self._retry = retry
         self._idle_timeout = stream_idle_timeout
+        self._header_timeout = response_header_timeout
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._has_key = bool(key)
         timeout = httpx.Timeout(stream_idle_timeout, connect=_CONNECT_TIMEOUT)
         ours = _request_headers(key, headers, http_client)
         # What a server may echo into a streamed error, to take out again.
-        self._secrets = _credentials(httpx.Headers(ours))
+        self._secrets = credentials(httpx.Headers(ours))
         self._owns_http = http_client is None
         if http_client is None:
             self._http = httpx.AsyncClient(
@@ -161,10 +186,16 @@ class ModelClient:
 
         Adds ``"stream": true`` when the body lacks it. A successful stream
         ends with ``Completed``. Transient failures (connection errors, HTTP
-        408/409/429/5xx, a stream that stops early or stays idle, a transient
+        408/409/429 and the 5xx statuses that may pass, no response headers in
+        time, a stream that stops early or stays idle, a transient
         ``response.failed`` or ``error`` event) yield ``RetryScheduled`` and
         start over. Raises ``ModelError`` when the request fails for good or
         the retries run out.
+
+        The output items of ``response.completed`` are the truth about what
+        the response holds: an item the stream never sent as
+        ``response.output_item.done`` (a server that sends the answer only
+        there) is yielded as ``OutputItemDone`` before ``Completed``.
 
         Stopping early releases the connection: cancel the consuming task or
         close the generator, best with ``contextlib.aclosing``.
@@ -195,28 +226,49 @@ class ModelClient:
     async def _attempt(self, body: bytes, attempt: int) -> AsyncGenerator[StreamEvent, None]:
         """One HTTP request; failures worth retrying raise ``RetryableError``."""
         _log.debug("model.request", url=self._url, attempt=attempt)
-        response: httpx.Response | None = None
+        response = await self._send(body)
         try:
-            async with self._http.stream(
-                "POST",
-                self._url,
-                content=body,
-                headers=self._request_headers,
-                timeout=self._request_timeout,
-            ) as response:
-                await _check_status(response)
-                reader = _ResponseReader(response, self._idle_timeout)
-                try:
-                    while (batch := await reader.next_batch()) is not None:
-                        for event in batch:
-                            yield event
-                finally:
-                    await reader.aclose()
+            await check_status(response, self._where)
+            reader = _ResponseReader(response, self._idle_timeout)
+            try:
+                while (batch := await reader.next_batch()) is not None:
+                    for event in batch:
+                        yield event
+            finally:
+                await reader.aclose()
         except httpx.RequestError as exc:
             raise _transport_failure(exc) from exc
         finally:
-            if response is not None and response.is_closed:
-                _release(response)
+            await response.aclose()
+            _release(response)
+
+    async def _send(self, body: bytes) -> httpx.Response:
+        """The response, once its headers are in, within the header timeout.
+
+        httpx's read timeout bounds every read alike. A reasoning model may
+        leave its stream silent for minutes (the stream idle timeout's watch),
+        but a server that never sends its headers should show in tens of
+        seconds: so the headers get a bound of their own.
+        """
+        request = self._http.build_request(
+            "POST",
+            self._url,
+            content=body,
+            headers=self._request_headers,
+            timeout=self._request_timeout,
+        )
+        try:
+            async with asyncio.timeout(self._header_timeout) as deadline:
+                return await self._http.send(request, stream=True)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise RetryableError(
+                f"no response headers within {self._header_timeout:g} s "
+                f"from POST {displayed_url(self._url)}"
+            ) from None
+        except httpx.RequestError as exc:
+            raise _transport_failure(exc) from exc
 
 
 def _release(response: httpx.Response) -> None:
@@ -233,7 +285,8 @@ class _ResponseReader:
     Waiting for a chunk is bounded by the idle timeout; the events are handed
     over outside that bound, so a slow consumer never trips it. After
     ``response.completed`` the rest of the body is drained (which keeps the
-    connection reusable) and ``Completed`` comes last.
+    connection reusable); the completed output items the stream did not send
+    as ``output_item.done`` follow, and ``Completed`` comes last.
     """
 
     __slots__ = (
@@ -244,6 +297,7 @@ class _ResponseReader:
         "_done",
         "_head",
         "_idle_timeout",
+        "_streamed",
         "_waiter",
         "_watchdog",
     )
@@ -254,6 +308,7 @@ class _ResponseReader:
         self._idle_timeout = idle_timeout
         self._decoder = SSEDecoder()
         self._completed: Completed | None = None
+        self._streamed: list[object] = []  # the id (or None) of each item the stream finished
         self._done = False
         self._content_type = response.headers.get("content-type")
         # What the body began with, kept until the first event: it names the
@@ -314,7 +369,7 @@ class _ResponseReader:
                 raise _not_an_event_stream(self._content_type, self._head)
             raise RetryableError("stream closed before response.completed")
         _log.debug("model.completed", response_id=self._completed.response_id)
-        return [self._completed]
+        return [*_unstreamed(self._completed.output, self._streamed), self._completed]
 
     def _decode(self, chunk: bytes) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -328,8 +383,28 @@ class _ResponseReader:
             if isinstance(event, Completed):
                 self._completed = event
                 break
+            if type(event) is OutputItemDone:
+                self._streamed.append(event.item.get("id"))
             events.append(event)
         return events
+
+
+def _unstreamed(output: tuple[dict[str, Any], ...], streamed: list[object]) -> list[StreamEvent]:
+    """The completed output items the stream never finished, as ``OutputItemDone``.
+
+    An item is matched by its id; one without an id by its place (the stream
+    finished an item without an id at the same index).
+    """
+    ids = {item_id for item_id in streamed if item_id is not None}
+    missing: list[StreamEvent] = []
+    for index, item in enumerate(output):
+        item_id = item.get("id")
+        if item_id in ids:
+            continue
+        if item_id is None and index < len(streamed) and streamed[index] is None:
+            continue
+        missing.append(OutputItemDone(item))
+    return missing
 
 
 _HEAD_LIMIT = 200
@@ -379,26 +454,6 @@ def _request_headers(
     return headers
 
 
-def lean_transport(verify: ssl.SSLContext | bool = True) -> httpx.AsyncBaseTransport | None:
-    """codexcore's own HTTP/1.1 transport, or None (httpx's own) when the environment names a proxy.
-
-    :class:`~codexcore.model._transport.H11Transport` spares a short-lived
-    process httpcore and anyio (see docs/performance.md); the ``codexcore``
-    CLI's ``exec`` and ``serve`` use it. Only httpx's own transport is
-    patched by respx's default mode, which is why it is not the library's
-    default.
-    """
-    # httpx reads proxies from the environment only for its own transport, and
-    # with urllib's getproxies(): the same test keeps a proxy user's traffic on it.
-    from urllib.request import getproxies  # httpx has loaded it already
-
-    if getproxies().keys() & {"http", "https", "all"}:
-        return None
-    from ._transport import H11Transport
-
-    return H11Transport(verify=verify)
-
-
 def _encode(request: Mapping[str, Any]) -> bytes:
     body = dict(request)
     if body.setdefault("stream", True) is not True:
@@ -406,42 +461,6 @@ def _encode(request: Mapping[str, Any]) -> bytes:
             "ModelClient.stream sends streaming requests only; drop 'stream' or set it true"
         )
     return orjson.dumps(body)
-
-
-async def _check_status(response: httpx.Response) -> None:
-    """Raise for an error status: ``RetryableError`` if worth retrying, else ``ModelError``."""
-    status = response.status_code
-    if 200 <= status < 300:
-        return
-    await response.aread()
-    message, server_code = _error_details(response)
-    # A proxy's error page may echo the key it was sent, in any shape: the
-    # exact credential of this request is known here, and only here.
-    text = redact(f"HTTP {status}: {message}", _credentials(response.request.headers))
-    if status >= 500 or status in _RETRYABLE_CLIENT_STATUSES:
-        retry_after = _retry_after(response.headers) if status in _RETRY_AFTER_STATUSES else None
-        raise RetryableError(text, status=status, retry_after=retry_after, server_code=server_code)
-    code = _FATAL_STATUS_CODES.get(status, "http_error")
-    raise ModelError(text, code=code, status=status, server_code=server_code)
-
-
-def _error_details(response: httpx.Response) -> tuple[str, str | None]:
-    """The server's error message and code, from ``{"error": {...}}`` or the raw body."""
-    try:
-        payload = orjson.loads(response.content)
-    except orjson.JSONDecodeError:
-        payload = None
-    if isinstance(payload, dict):
-        error = payload.get("error", payload)
-        if isinstance(error, str):
-            return error, None
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            code = error.get("code")
-            return error["message"], code if isinstance(code, str) else None
-    text = response.text.strip()
-    if len(text) > _ERROR_TEXT_LIMIT:
-        text = text[:_ERROR_TEXT_LIMIT] + "…"
-    return text or response.reason_phrase or "no details", None
 
 
 def _scrub(exc: ModelError | RetryableError, secrets: tuple[str, ...]) -> None:
@@ -453,24 +472,6 @@ def _scrub(exc: ModelError | RetryableError, secrets: tuple[str, ...]) -> None:
     else:
         exc.reason = redact(exc.reason, secrets)
         exc.args = (exc.reason,)
-
-
-def _credentials(headers: httpx.Headers) -> tuple[str, ...]:
-    """The secrets a request carried: its Authorization value and the credential in it."""
-    value = headers.get("authorization")
-    if not value:
-        return ()
-    return (value, value.split(" ", 1)[-1].strip())
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        seconds = parse_retry_after(milliseconds)
-        if seconds is not None:
-            return seconds / 1000.0
-    value = headers.get("retry-after")
-    return None if value is None else parse_retry_after(value)
 
 
 def _transport_failure(exc: httpx.RequestError) -> RetryableError | ModelError:
@@ -485,8 +486,9 @@ def _transport_failure(exc: httpx.RequestError) -> RetryableError | ModelError:
 
 
 def _exhausted(failure: RetryableError, attempts: int) -> ModelError:
+    times = "1 attempt" if attempts == 1 else f"{attempts} attempts"
     return ModelError(
-        f"model request failed after {attempts} attempts: {failure.reason}",
+        f"model request failed after {times}: {failure.reason}",
         code="retries_exhausted",
         status=failure.status,
         server_code=failure.server_code,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-__all__ = ["REDACTED", "ModelError", "RetryableError", "redact"]
+__all__ = ["REDACTED", "ModelError", "RetryableError", "credentials", "redact"]
 
 REDACTED = "[redacted]"
 
@@ -33,6 +33,14 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         if len(secret) >= _SHORTEST_SECRET:
             text = text.replace(secret, REDACTED)
     return _CREDENTIAL.sub(_replacement, text)
+
+
+def credentials(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The secrets a request carried: its Authorization value and the credential in it."""
+    value = headers.get("authorization")
+    if not value:
+        return ()
+    return (value, value.split(" ", 1)[-1].strip())
 
 
 def _replacement(match: re.Match[str]) -> str:

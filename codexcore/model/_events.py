@@ -99,10 +99,16 @@ class Usage(Value):
 
 @attrs.frozen(repr=False, eq=False)
 class Completed(Value):
-    """The response finished; always the last event of a successful stream."""
+    """The response finished; always the last event of a successful stream.
+
+    ``output`` holds the response's output items as ``response.completed``
+    listed them (the client has already yielded those the stream did not
+    finish as ``OutputItemDone``).
+    """
 
     response_id: str
     usage: Usage | None = None
+    output: tuple[dict[str, Any], ...] = ()
 
 
 @attrs.frozen(repr=False, eq=False)

@@ -130,9 +130,11 @@ def _completed(payload: _Payload) -> Completed:
     kind = "response.completed"
     response = _object(payload, "response", kind)
     usage = response.get("usage")
+    output = response.get("output")
     return Completed(
         _string(response, "id", kind),
         _usage(usage) if isinstance(usage, dict) else None,
+        tuple(i for i in output if isinstance(i, dict)) if isinstance(output, list) else (),
     )
 
 
