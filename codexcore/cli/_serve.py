@@ -212,10 +212,11 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     from ..adapters._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
     from ._control import host_control_config
+    from ._options import settings_overrides
 
     overrides: dict[str, str] = {"model": args.model} if args.model else {}
     overrides.update(APPROVAL_MODES.get(args.approval_mode or "", {}))
-    loaded = load_settings(profile=args.profile, overrides=overrides)
+    loaded = load_settings(profile=args.profile, overrides=settings_overrides(args, overrides))
     for warning in loaded.warnings:
         _say(f"warning: {warning}")
     engine = loaded.settings.engine_config(
