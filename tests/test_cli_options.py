@@ -327,7 +327,7 @@ def record_sessions(workspace: Path, base_url: str) -> Path:
 def test_a_unique_prefix_names_a_session(
     workspace: Path, servers: list[ScriptedResponsesServer]
 ) -> None:
-    model, server = serve(servers, text_response("one", response_id="r1"), text_response("two"))
+    _, server = serve(servers, text_response("one", response_id="r1"), text_response("two"))
     record_sessions(workspace, server.base_url)
     shown = codexcore("sessions", "show", "abc1", cwd=workspace)
     assert shown.returncode == 0, shown.stderr
