@@ -441,7 +441,7 @@ class RemoteCodex:
         interrupt: bool = False,
         thread_id: str | None = None,
     ) -> dict[str, Any]:
-        """Give a live session input as seed 003's ``control.stdin.request``; the ack.
+        """Give a live session input as an ATM-style ``control.stdin.request``; the ack.
 
         The target is this client's own session unless ``session_id`` (and its
         ``agent_id``, as ``codexcore sessions list`` shows it) names another;

@@ -121,7 +121,8 @@ def declare(table: MethodTable) -> None:
     event = _object({"type": {"enum": sorted(AGENT_EVENT_TYPES)}})
     table.sends(
         "agent.event",
-        "Seed 000: one of Codelia's AgentEvents of a run; meta carries the engine's EventMsg",
+        "Codelia runtime protocol: one of Codelia's AgentEvents of a run; meta carries the "
+        "engine's EventMsg",
         _object(
             {
                 "run_id": _TEXT,
@@ -133,12 +134,13 @@ def declare(table: MethodTable) -> None:
     )
     table.sends(
         "run.status",
-        "Seed 000: a run's status; exactly one terminal status per run",
+        "Codelia runtime protocol: a run's status; exactly one terminal status per run",
         _object({"run_id": _TEXT, "status": _STATUS}, {"message": _TEXT}),
     )
     table.sends(
         "run.context",
-        "Seed 000: how much of the model's context window is left, after each token count",
+        "Codelia runtime protocol: how much of the model's context window is left, after "
+        "each token count",
         _object(
             {
                 "run_id": _TEXT,
@@ -148,13 +150,13 @@ def declare(table: MethodTable) -> None:
     )
     table.sends(
         "run.diagnostics",
-        "Seed 000 (opt-in, serve --diagnostics): one llm_call per model request, then a "
-        "run_summary just before the run's terminal status",
+        "Codelia runtime protocol (opt-in, serve --diagnostics): one llm_call per model "
+        "request, then a run_summary just before the run's terminal status",
         _DIAGNOSTICS,
     )
     table.sends(
         "ui.confirm.request",
-        "Seed 000: ask the UI to approve a command or a patch",
+        "Codelia runtime protocol: ask the UI to approve a command or a patch",
         _object(
             {
                 "run_id": _TEXT,

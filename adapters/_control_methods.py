@@ -99,7 +99,7 @@ def add_control_message_methods(table: MethodTable) -> None:
         "control.stdin",
         control_stdin,
         dict,
-        summary="Seed 003: give a live session input (params: control.stdin.request; "
+        summary="ATM-style control: give a live session input (params: control.stdin.request; "
         "result: control.stdin.ack)",
         result=ack_schema(STDIN_ACK),
         shapes=(StdinParams,),
@@ -108,7 +108,7 @@ def add_control_message_methods(table: MethodTable) -> None:
         "control.interrupt",
         control_interrupt,
         dict,
-        summary="Seed 003: interrupt a live session's running Task (params: "
+        summary="ATM-style control: interrupt a live session's running Task (params: "
         "control.interrupt.request; result: control.interrupt.ack)",
         result=ack_schema(INTERRUPT_ACK),
         shapes=(InterruptParams,),

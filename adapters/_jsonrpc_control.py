@@ -184,7 +184,7 @@ def add_control_methods(table: MethodTable) -> None:
         "get_status",
         get_status,
         NoParams,
-        summary="The session's status (seed 004's fields)",
+        summary="The session's status (the Ralph-style session sockets' fields)",
         result=status,
         errors=errors,
     )
@@ -227,7 +227,7 @@ def add_control_methods(table: MethodTable) -> None:
         )
     table.sends(
         "event",
-        "Seed 004: output (one line of agent text or command output: data.line) or "
-        "state_change (the get_status fields that changed) of a subscribed session",
+        "Ralph-style session sockets: output (one line of agent text or command output: "
+        "data.line) or state_change (the get_status fields that changed) of a subscribed session",
         _EVENT,
     )

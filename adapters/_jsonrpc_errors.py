@@ -62,9 +62,14 @@ ERRORS: tuple[ErrorCode, ...] = (
     ErrorCode(
         "TooManyRequests",
         TOO_MANY_REQUESTS,
-        "too many requests pending on this connection (seed 001's bound); the connection goes on",
+        "too many requests pending on this connection (the Copilot-CLI-style chat protocol's "
+        "bound); the connection goes on",
     ),
-    ErrorCode("SessionNotFound", SESSION_NOT_FOUND, "no session with this session_id (seed 000)"),
+    ErrorCode(
+        "SessionNotFound",
+        SESSION_NOT_FOUND,
+        "no session with this session_id (the Codelia runtime protocol)",
+    ),
     ErrorCode("SessionLoadFailed", SESSION_LOAD_FAILED, "the session's rollout could not be read"),
     ErrorCode("SessionListFailed", SESSION_LIST_FAILED, "the sessions could not be listed"),
     ErrorCode("NotInitialized", NOT_INITIALIZED, "TCP: initialize must come first"),

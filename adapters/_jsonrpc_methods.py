@@ -577,7 +577,8 @@ def standard_methods() -> MethodTable:
         "initialize",
         initialize,
         dict,
-        summary="The handshake, answered in the shape it was asked in (seed 000 or 001)",
+        summary="The handshake, answered in the shape it was asked in (the Codelia runtime "
+        "protocol's or the Copilot-CLI-style chat protocol's)",
         result=INITIALIZE_RESULT,
         shapes=(Initialize000, Initialize001),
         errors=(UNAUTHORIZED,),

@@ -51,7 +51,8 @@ def openrpc_document(table: MethodTable | None = None) -> dict[str, Any]:
             "version": __version__,
             "description": (
                 "JSON-RPC 2.0 over NDJSON (one object per line) on stdio, TCP and Unix "
-                "sockets: seeds 000, 001 and 004 on one dialect. See docs/jsonrpc.md."
+                "sockets: the Codelia runtime protocol, the Copilot-CLI-style chat protocol and "
+                "Ralph-style session sockets on one dialect. See docs/jsonrpc.md."
             ),
         },
         "methods": methods,

@@ -19,7 +19,7 @@ _BOOLS = {"type": "object", "additionalProperties": {"type": "boolean"}}
 INITIALIZE_RESULT: Mapping[str, Any] = {
     "oneOf": [
         {
-            "title": "seed 000",
+            "title": "the Codelia runtime protocol",
             "type": "object",
             "properties": {
                 "protocol_version": {"const": PROTOCOL_VERSION},
@@ -36,7 +36,7 @@ INITIALIZE_RESULT: Mapping[str, Any] = {
             "required": ["protocol_version", "server", "server_capabilities"],
         },
         {
-            "title": "seed 001",
+            "title": "the Copilot-CLI-style chat protocol",
             "type": "object",
             "properties": {
                 "serverName": {"const": "codexcore"},

@@ -72,7 +72,7 @@ CHAT_FAILED = SERVER_ERROR
 """A chat whose Task did not complete (seed 001's -32000, its generic failure code)."""
 
 NO_APPROVER = (
-    "nobody can approve this: the client (seed 001's chat) has no approval dialog, "
+    "nobody can approve this: the client (the Copilot-CLI-style chat) has no approval dialog, "
     "and the approval policy asks for it"
 )
 """The reason a denied approval carries: the model is told it, as a user's reason."""
@@ -274,7 +274,7 @@ class Chats:
         chat: _Chat,
         request: ExecApprovalRequest | ApplyPatchApprovalRequest,
     ) -> None:
-        log.info("approval denied: no one to ask", call=request.call_id, dialect="seed 001")
+        log.info("approval denied: no one to ask", call=request.call_id, dialect="copilot-chat")
         op = (
             ExecApproval(request.call_id, "denied", NO_APPROVER)
             if isinstance(request, ExecApprovalRequest)
@@ -338,7 +338,7 @@ class Chats:
         await self.idle.wait()
         attachment = self.attachment  # a chat may have made the session meanwhile
         if attachment is None:
-            log.info("exit: no session to shut down", dialect="seed 001")
+            log.info("exit: no session to shut down", dialect="copilot-chat")
             self.ctx.over.set()
         else:
             log.info("exit: shutting the session down", session=attachment.session_id)
@@ -407,4 +407,4 @@ def register(table: MethodTable) -> None:
         summary="(A notification) answer every chat, then end the session and a stdio server",
         result={"type": "null"},
     )
-    table.sends("stream/chunk", "Seed 001: a piece of a chat's text, in order", CHUNK)
+    table.sends("stream/chunk", "Copilot-CLI-style chat: a piece of a chat's text, in order", CHUNK)

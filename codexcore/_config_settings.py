@@ -109,7 +109,7 @@ class ControlSenderSettings(Value):
 
 @attrs.frozen(repr=False, eq=False)
 class ControlSettings(Value):
-    """The ``[control]`` table, with seed 003's defaults for every limit.
+    """The ``[control]`` table, with the defaults of ATM-style control messages for every limit.
 
     ``team``: this host's team (None: control messages are refused).
     ``sender``: the name ``codexcore control`` sends as. ``share_dir``: where
@@ -148,7 +148,7 @@ class Settings(Value):
     repr. ``models`` holds the ``[models.NAME]`` tables: per-model overrides of
     the model catalogue (context window, limits, prices, reasoning support).
     ``project_doc_max_bytes`` caps the AGENTS.md text sent to the model (0:
-    none is read). ``control`` is the ``[control]`` table (seed 003's control
+    none is read). ``control`` is the ``[control]`` table (ATM-style control
     messages; top level only, not per profile). ``mcp_servers`` are the
     ``[mcp_servers.NAME]`` tables, checked (see ``docs/mcp.md``): each server's
     ``McpServerConfig`` fields by name.

@@ -25,7 +25,7 @@ The format is documented in ``docs/configuration.md``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -62,6 +62,7 @@ from ._config_settings import (
 from .protocol._value import Value
 
 __all__ = [
+    "CODEX_ALIASES",
     "CONFIG_FILE",
     "DEFAULT_API_KEY_ENV",
     "DEFAULT_BASE_URL",
@@ -75,6 +76,7 @@ __all__ = [
     "Settings",
     "Source",
     "SourceKind",
+    "command_line_settings",
     "config_path",
     "default_home",
     "load_settings",
@@ -312,6 +314,53 @@ def _flags(overrides: Mapping[str, Any], ctx: _Context) -> dict[str, Any]:
             ctx=ctx,
         )
     return values
+
+
+CODEX_ALIASES: Final = {
+    "sandbox_workspace_write.network_access": "network_access",
+    "sandbox_workspace_write.writable_roots": "writable_roots",
+    "model_reasoning_effort": "reasoning_effort",
+}
+"""The Codex CLI's ``-c`` keys that mean one of ours exactly, and which."""
+
+
+def command_line_settings(
+    pairs: Sequence[tuple[str, Any]], environ: Mapping[str, str] = os.environ
+) -> dict[str, Any]:
+    """The settings ``-c KEY=VALUE`` options set (later ones win), by dotted key.
+
+    A key is a setting's dotted key (``model``, ``provider.base_url`` …), or one of
+    :data:`CODEX_ALIASES`; a value is checked as config.toml's would be. Raises
+    :class:`ConfigError` for an unknown key (with the closest known one), a key, or
+    a wrong value.
+    """
+    ctx = _Context(_user_home(environ))
+    values: dict[str, Any] = {}
+    for given, value in pairs:
+        key = CODEX_ALIASES.get(given, given)
+        shown = f"-c {given}"
+        if key.rsplit(".", 1)[-1] in _SECRET_KEYS:
+            raise _refuse_secret("command line", shown)
+        if key not in SETTING_KEYS:
+            raise ConfigError(_unknown_override(given))
+        _validate(
+            key, _parse_flag(_SPECS[key].kind, value), where="command line", shown=shown, ctx=ctx
+        )
+        values[key] = value
+    return values
+
+
+def _unknown_override(key: str) -> str:
+    import difflib  # only for a typo
+
+    message = f"command line: -c {key}: no such setting"
+    if key.startswith("model_providers.") and key.count(".") == 2:
+        # Codex names providers; codexcore has one, [provider].
+        key = "provider." + key.rsplit(".", 1)[1]
+    close = difflib.get_close_matches(key, (*SETTING_KEYS, *CODEX_ALIASES), n=1, cutoff=0.6)
+    if close:
+        return message + f" (did you mean {close[0]!r}?)"
+    return message + f"; settings are {', '.join(SETTING_KEYS)}"
 
 
 def _parse_flag(kind: str, value: Any) -> Any:

@@ -158,8 +158,8 @@ def test_usage_errors(workspace: Path, stop_servers: list[ScriptedResponsesServe
     assert result.returncode == 2
     assert "SESSION@RESPONSE_ID" in result.stderr
     result = exec_process(server, workspace, "--resume", "nope", "x")
-    assert result.returncode == 1
-    assert "unknown_session" in result.stdout
+    assert result.returncode == 2  # refused before the engine starts
+    assert "no recorded session id starts with 'nope'" in result.stderr
 
 
 def test_ctrl_c_interrupts_then_exits(

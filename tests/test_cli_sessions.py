@@ -54,7 +54,7 @@ async def test_list_show_prune(tmp_path: Path) -> None:
     assert shown.stdout.count("what is the answer?") == 1  # the recorded user_message
     assert "> what is the answer?" in shown.stdout
     missing = sessions("show", "no-such-id", cwd=tmp_path)
-    assert missing.returncode == 1
+    assert missing.returncode == 2  # refused before the engine is asked
     assert "no recorded session" in missing.stderr
 
     (path,) = (default_home() / "sessions").glob("*/*/*/*.jsonl")

@@ -62,6 +62,7 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
+@needs_bwrap  # without a sandbox the session starts with a warning event
 async def test_patch_inside_the_workspace_is_auto_approved(workspace: Path) -> None:
     model = ScriptedModel([patch_call(), text_response("patched")])
     async with running_engine(model, workspace, approval_policy="on-request") as ui:
@@ -199,6 +200,7 @@ async def test_a_patch_that_does_not_match_changes_nothing(workspace: Path) -> N
     assert ui.of(p.TurnDiff) == []
 
 
+@needs_bwrap  # without a sandbox the session starts with a warning event
 async def test_turn_diff_covers_commands_too(workspace: Path) -> None:
     write = [sys.executable, "-c", "open('made.txt', 'w').write('by a command\\n')"]
     model = ScriptedModel(
@@ -367,6 +369,7 @@ async def test_a_session_grant_through_a_symlink_covers_only_its_resolved_target
     assert [b.auto_approved for b in ui.of(p.PatchApplyBegin)] == [False, True]
 
 
+@needs_bwrap  # without a sandbox the session starts with a warning event
 async def test_a_grant_does_not_follow_its_symlink_when_it_is_repointed_by_a_command(
     workspace: Path, outside: Path
 ) -> None:

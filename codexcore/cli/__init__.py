@@ -21,12 +21,24 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from .._logging import LEVELS, configure_cli_logging
+from ._options import VALUED, add_global_options, add_to_commands, config_pairs, set_color
 
-COMMANDS = ("acp", "control", "demo", "doctor", "exec", "schema", "serve", "sessions")
+COMMANDS = (
+    "acp",
+    "completion",
+    "control",
+    "demo",
+    "doctor",
+    "exec",
+    "schema",
+    "serve",
+    "sessions",
+)
 
 SUMMARIES = {
     "acp": "be an Agent Client Protocol agent on stdio (Zed, JetBrains, Neovim)",
-    "control": "give a live session input, or interrupt it (seed 003's control messages)",
+    "completion": "print a shell completion script (bash, zsh or fish)",
+    "control": "give a live session input, or interrupt it (ATM-style control messages)",
     "demo": "run one Task offline against an embedded scripted model",
     "doctor": "check the configuration and reach the model provider",
     "exec": "run one Task in the terminal",
@@ -93,27 +105,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "inspect the protocol.",
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
-    parser.add_argument(
-        "--log-level",
-        choices=LEVELS,
-        default=os.environ.get("CODEXCORE_LOG", "warning").lower(),
-        help="what codexcore logs to stderr (default: $CODEXCORE_LOG or warning)",
-    )
+    add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         if argv is not None and name != chosen and name in SUMMARIES:
             subparsers.add_parser(name, help=SUMMARIES[name], add_help=False)
         else:
             importlib.import_module(f"codexcore.cli._{name}").register(subparsers)
+    add_to_commands(parser)
     return parser
 
 
 def _named_command(argv: Sequence[str]) -> str | None:
     """The command ``argv`` names: its first word that is not an option (nor the value
-    of ``--log-level``), if that is a command."""
+    of a global option), if that is a command."""
     words = iter(argv)
     for word in words:
-        if word == "--log-level":
+        if word in VALUED:
             next(words, None)
         elif not word.startswith("-"):
             return word if word in COMMANDS else None
@@ -131,6 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"codexcore: CODEXCORE_LOG must be one of {', '.join(LEVELS)}", file=sys.stderr)
             return 2
         configure_cli_logging(args.log_level)
+        set_color(args.color)
+        if pairs := config_pairs(args):
+            from ..config import ConfigError, command_line_settings
+
+            try:
+                args.config_settings = command_line_settings(pairs)
+            except ConfigError as exc:
+                print(f"codexcore: {exc}", file=sys.stderr)
+                return 2
         code: int = args.run(args)
         sys.stdout.flush()  # inside the try: a pipe closed early fails here
         return code

@@ -58,10 +58,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from ..adapters.acp import NotAPipe, serve_acp
     from ..config import load_settings
+    from ._options import settings_overrides
 
     try:
         overrides = {"model": args.model} if args.model else {}
-        loaded = load_settings(profile=args.profile, overrides=overrides)
+        loaded = load_settings(profile=args.profile, overrides=settings_overrides(args, overrides))
     except ValueError as exc:
         _say(str(exc))
         return EXIT_USAGE

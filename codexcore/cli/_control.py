@@ -1,6 +1,6 @@
 """``codexcore control``: give a live session input, or interrupt it, as an operator.
 
-Sends seed 003's control messages (docs/control.md) to a codexcore server:
+Sends ATM-style control messages (docs/control.md) to a codexcore server:
 ``stdin`` gives the session TEXT (``-``: read it from stdin; a running Task
 gets it injected, an idle session starts one; --interrupt ends the running
 Task first), ``interrupt`` interrupts its running Task. The ack is printed
@@ -70,7 +70,9 @@ def register(subparsers: Any) -> None:
 
 
 def _target_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--session", required=True, metavar="ID", help="the session id")
+    parser.add_argument(
+        "--session", required=True, metavar="ID", help="the session id, or a prefix only it has"
+    )
     parser.add_argument("--agent", metavar="ID", help="its agent id (default: as recorded)")
     parser.add_argument("--thread", metavar="ID", help="a thread id for the audit")
     parser.add_argument("--sender", help="send as NAME (default: [control] sender)")
@@ -90,13 +92,19 @@ def _target_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_settings
+    from ._options import settings_overrides
+    from ._session_ids import resolve_session_id
 
     try:
-        settings = load_settings().settings
+        settings = load_settings(overrides=settings_overrides(args)).settings
     except ConfigError as exc:
         print(f"codexcore: {exc}", file=sys.stderr)
         return 2
     try:
+        # A session recorded elsewhere is the server's to find, given its agent.
+        args.session = resolve_session_id(
+            settings.home, args.session, unrecorded_ok=args.agent is not None
+        )
         options = _sender_options(args, settings.control)
         agent = args.agent or _recorded_agent(settings.home, args.session)
         text = _text(args) if args.action == "stdin" else None

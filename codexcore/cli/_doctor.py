@@ -77,11 +77,12 @@ def run(args: argparse.Namespace) -> int:
     import platform  # every command builds this module's parser: import on use
 
     from ..config import ConfigError, load_settings
+    from ._options import settings_overrides
 
     report = _Report()
     report.line("ok", f"version: codexcore {version()}, Python {platform.python_version()}")
     try:
-        loaded = load_settings(profile=args.profile)
+        loaded = load_settings(profile=args.profile, overrides=settings_overrides(args))
     except ConfigError as exc:
         report.line("fail", f"config: {exc}")
         _check_sandbox(report, None)

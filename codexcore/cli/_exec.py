@@ -13,10 +13,10 @@ answer, or the server refused them (400, 401, 403, 404), the last line names
 the URL and where it came from.
 
 --control-socket gives the session a Unix socket (PATH, else
-$CODEXCORE_HOME/sockets/<session>.sock) where a seed 004 client follows and
-steers it over JSON-RPC: get_status, subscribe, inject_prompt, checkpoint, and
-stop (the Task ends after its current Turn, and exec exits 0). The socket is
-removed when exec exits.
+$CODEXCORE_HOME/sockets/<session>.sock) where a client of the Ralph-style
+session sockets follows and steers it over JSON-RPC: get_status, subscribe,
+inject_prompt, checkpoint, and stop (the Task ends after its current Turn, and
+exec exits 0). The socket is removed when exec exits.
 """
 
 from __future__ import annotations
@@ -65,9 +65,15 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
     )
     parser.add_argument("prompt", nargs="?", help="the prompt (default: read stdin)")
     parser.add_argument("--json", action="store_true", help="print events as JSON lines")
-    parser.add_argument("--resume", metavar="SESSION", help="continue a recorded session")
     parser.add_argument(
-        "--fork", metavar="SESSION@RESPONSE_ID", help="branch a recorded session at a response"
+        "--resume",
+        metavar="SESSION",
+        help="continue a recorded session (a unique id prefix will do)",
+    )
+    parser.add_argument(
+        "--fork",
+        metavar="SESSION@RESPONSE_ID",
+        help="branch a recorded session at a response (a unique id prefix will do)",
     )
     parser.add_argument("--ephemeral", action="store_true", help="record nothing")
     parser.add_argument(
@@ -76,7 +82,8 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         nargs="?",
         const="",
         help="serve a control socket for this session (default "
-        "$CODEXCORE_HOME/sockets/<session>.sock; docs/jsonrpc.md, seed 004); without "
+        "$CODEXCORE_HOME/sockets/<session>.sock; docs/jsonrpc.md, Ralph-style session "
+        "sockets); without "
         "PATH, give the prompt before it (or after --)",
     )
     add_settings_arguments(parser)
@@ -92,7 +99,15 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sandbox", choices=("read-only", "workspace-write", "danger-full-access"))
     parser.add_argument("--history-mode", choices=("server", "client"))
-    parser.add_argument("-C", "--cd", metavar="DIR", help="the working directory")
+    parser.add_argument("-C", "--cd", metavar="DIR", type=directory, help="the working directory")
+
+
+def directory(text: str) -> str:
+    """``-C``'s DIR, refused (a usage error) unless it is a directory."""
+    if not os.path.isdir(text):
+        problem = "does not exist" if not os.path.exists(text) else "is not a directory"
+        raise argparse.ArgumentTypeError(f"{text}: {problem}")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,6 +126,19 @@ def run(args: argparse.Namespace) -> int:
     if missing:  # before stdin is read, and before any request could be tried
         print(f"codexcore exec: {missing}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        _resolve_session_ids(args, loaded.settings.home)
+    except ValueError as exc:
+        print(f"codexcore exec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.prompt is None and sys.stdin.isatty():
+        # Otherwise a person sees nothing happen and cannot tell why.
+        print(
+            "codexcore exec: reading the prompt from stdin (end it with Ctrl-D; "
+            "or give it as an argument)",
+            file=sys.stderr,
+            flush=True,
+        )
     prompt = args.prompt if args.prompt is not None else sys.stdin.read()
     if not prompt.strip():
         print("codexcore exec: no prompt (give one, or pipe it on stdin)", file=sys.stderr)
@@ -120,21 +148,29 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_ExecRun(args, loaded, prompt, interactive).main())
 
 
+def _resolve_session_ids(args: argparse.Namespace, home: str | None) -> None:
+    """``--resume`` and ``--fork``'s session, given as a unique prefix, in full."""
+    from ._session_ids import resolve_session_id
+
+    if args.resume:
+        args.resume = resolve_session_id(home, args.resume)
+    elif args.fork:
+        session_id, response_id = args.fork.split("@", 1)
+        args.fork = f"{resolve_session_id(home, session_id)}@{response_id}"
+
+
 def load(args: argparse.Namespace) -> LoadedSettings:
     """The settings for these flags, over the environment, profile and config.toml."""
     from ..config import load_settings
+    from ._options import settings_overrides
 
     overrides = {
-        key: value
-        for key, value in {
-            "model": args.model,
-            "approval_policy": args.approval_policy,
-            "sandbox_mode": args.sandbox,
-            "history_mode": args.history_mode,
-        }.items()
-        if value is not None
+        "model": args.model,
+        "approval_policy": args.approval_policy,
+        "sandbox_mode": args.sandbox,
+        "history_mode": args.history_mode,
     }
-    loaded = load_settings(profile=args.profile, overrides=overrides)
+    loaded = load_settings(profile=args.profile, overrides=settings_overrides(args, overrides))
     for warning in loaded.warnings:
         print(f"codexcore: warning: {warning}", file=sys.stderr)
     return loaded

@@ -36,6 +36,7 @@ from ..protocol import (
     ViewImageToolCall,
     WarningEvent,
 )
+from ._options import use_color
 from ._render_mcp import approval_what, mcp_lines
 
 DIM, BOLD, RED, GREEN, CYAN, RESET = (
@@ -60,6 +61,10 @@ THINKING = frozenset(
         "mcp_tool_call_end",
     }
 )
+UNSHOWN = frozenset({"session_configured", "user_message", "token_count"})
+"""Events that show nothing and change nothing about whether the model is thinking:
+``task_started`` is followed by the ``user_message`` the prompt became, and the
+spinner must go on turning through it while the first request is out."""
 COMPACTING: dict[CompactionTrigger, str] = {
     "manual": "compacting the conversation…",
     "auto": "compacting the conversation: it reached the auto-compact limit…",
@@ -104,15 +109,15 @@ class TerminalRenderer:
     first lines of output and then folds the rest; a patch shows a coloured
     diff; the Task ends with its token usage. ``user_message`` shows nothing:
     the prompt is the person's own input, on the screen already (a replay such
-    as ``codexcore sessions history`` prints it itself). Colour and the spinner only on
-    a terminal. Tracks whether the cursor sits mid-line so each block starts
-    on a fresh one.
+    as ``codexcore sessions history`` prints it itself). The spinner only on a
+    terminal; colour too, unless ``--color`` or ``NO_COLOR`` says otherwise.
+    Tracks whether the cursor sits mid-line so each block starts on a fresh one.
     """
 
     def __init__(self, out: TextIO = sys.stdout, *, color: bool | None = None) -> None:
         self._out = out
         self._tty = out.isatty()
-        self._color = self._tty if color is None else color
+        self._color = use_color(out) if color is None else color
         self._mid_line = False
         self._streamed_message = False
         self._shown_lines = 0
@@ -122,7 +127,8 @@ class TerminalRenderer:
         self._spinner: TextIO | None = None  # where a spinner frame is showing
 
     def show(self, msg: EventMsg) -> None:
-        self.thinking = msg.TYPE in THINKING
+        if msg.TYPE not in UNSHOWN:
+            self.thinking = msg.TYPE in THINKING
         if isinstance(msg, AgentReasoningDelta):
             self._write(self._style(msg.delta, DIM))
         elif isinstance(msg, AgentReasoning):

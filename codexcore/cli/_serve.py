@@ -13,7 +13,7 @@ params.auth.token.
 watch and resume; both may be given at once (one set of sessions). With
 --session-sockets every session also gets a control socket of its own,
 DIR/<session>.sock (default $CODEXCORE_HOME/sockets), speaking JSON-RPC to
-that session alone (seed 004's get_status, stop, subscribe, ...). A TCP
+that session alone (the Ralph-style session sockets' get_status, stop, subscribe, ...). A TCP
 client must present the token: from --token-file, else $CODEXCORE_TOKEN,
 else one is generated and printed on stderr. The wire is described in
 docs/adapters.md.
@@ -101,8 +101,8 @@ def register(subparsers: Any) -> None:
     dialect.add_argument(
         "--diagnostics",
         action="store_true",
-        help="send seed 000's run.diagnostics to the UI that started a run: per model "
-        "request latency, usage and cache, and a summary per run (also "
+        help="send the Codelia runtime protocol's run.diagnostics to the UI that started a "
+        "run: per model request latency, usage and cache, and a summary per run (also "
         "CODEXCORE_DIAGNOSTICS=1; docs/jsonrpc.md)",
     )
     sessions = parser.add_argument_group("sessions")
@@ -212,10 +212,11 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     from ..adapters._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
     from ._control import host_control_config
+    from ._options import settings_overrides
 
     overrides: dict[str, str] = {"model": args.model} if args.model else {}
     overrides.update(APPROVAL_MODES.get(args.approval_mode or "", {}))
-    loaded = load_settings(profile=args.profile, overrides=overrides)
+    loaded = load_settings(profile=args.profile, overrides=settings_overrides(args, overrides))
     for warning in loaded.warnings:
         _say(f"warning: {warning}")
     engine = loaded.settings.engine_config(

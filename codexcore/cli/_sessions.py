@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     listing.add_argument("-n", "--limit", type=int, default=20)
     listing.add_argument("--json", action="store_true", help="one JSON object per session")
     show = actions.add_parser("show", help="replay a session's events")
-    show.add_argument("session_id")
+    show.add_argument("session_id", help="the session's id, or a prefix only it has")
     show.add_argument("--json", action="store_true", help="print the events as JSON lines")
     prune = actions.add_parser("prune", help="delete sessions not used for N days")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS")
@@ -42,8 +42,24 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, load_settings
+    from ._options import settings_overrides
+
+    try:  # the same errors in -c that every command reports
+        home = load_settings(overrides=settings_overrides(args)).settings.home
+    except ConfigError as exc:
+        print(f"codexcore: {exc}", file=sys.stderr)
+        return 2
     if args.action == "prune":
         return _prune(args)
+    if args.action == "show":
+        from ._session_ids import resolve_session_id
+
+        try:
+            args.session_id = resolve_session_id(home, args.session_id)
+        except ValueError as exc:
+            print(f"codexcore sessions show: {exc}", file=sys.stderr)
+            return 2
     return asyncio.run(_ask_engine(args))
 
 

@@ -314,9 +314,10 @@ class Codex:
 
     @property
     def agent_id(self) -> str:
-        """The agent of the current Session (seed 003's ``agent_id``): recorded in its
-        rollout's ``session_meta`` and kept on resume, so it is stable for the
-        session's whole life; before the first Session, the one it will take."""
+        """The agent of the current Session (the ``agent_id`` of ATM-style control
+        messages): recorded in its rollout's ``session_meta`` and kept on resume, so it
+        is stable for the session's whole life; before the first Session, the one it
+        will take."""
         session = self._session
         return session.agent_id if session is not None else self._first_agent_id
 

@@ -75,7 +75,7 @@ class Hello(Tagged):
 
 @attrs.frozen(repr=False, eq=False)
 class ControlMessages(Value):
-    """What the server accepts of seed 003's control messages (``docs/control.md``).
+    """What the server accepts of ATM-style control messages (``docs/control.md``).
 
     ``v``: the envelope version. ``stdin`` / ``interrupt``: the requests it
     answers. ``content_ref``: whether oversize input by file reference is
