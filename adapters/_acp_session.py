@@ -307,8 +307,8 @@ class AcpSession:
         if isinstance(msg, ExecCommandEnd):  # a confined command: no terminal waited for it
             self.announced.pop(msg.call_id, None)
         if msg.TYPE in TERMINAL_EVENT_TYPES:
-            for call_id in self.mapper.unfinished():
-                await self.send(self.mapper.refused_call(call_id, "cancelled: the task ended"))
+            for update in self.mapper.finish_task(msg.TYPE):
+                await self.send(update)
             if not prompt.future.done():
                 prompt.future.set_result(msg)
 
