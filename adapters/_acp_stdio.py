@@ -59,7 +59,9 @@ class StdioTransport:
             if not line:
                 self.input_ended.set()
                 if self._unanswered:
-                    log.info("end of input: answering the requests read", open=len(self._unanswered))
+                    log.info(
+                        "end of input: answering the requests read", open=len(self._unanswered)
+                    )
                 await self._idle.wait()
                 return None
             message = _parse(line)

@@ -432,3 +432,19 @@ async def serving(
         ),
     ):
         yield conn, checker
+
+
+def prompt_text(value: str) -> list[Any]:
+    """A prompt of one text block, as an editor sends what the user typed."""
+    from acp.schema import TextContentBlock
+
+    return [TextContentBlock(type="text", text=value)]
+
+
+def outputs_of(request: dict[str, Any]) -> dict[str, str]:
+    """The function_call_output items of a model request, by call_id."""
+    return {
+        item["call_id"]: item["output"]
+        for item in request["input"]
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }
