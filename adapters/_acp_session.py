@@ -64,6 +64,7 @@ from ._acp_map import (
     mode_state,
     policies_of,
     terminal,
+    thought_chunk,
 )
 from ._acp_permission import Permissions
 from ._acp_terminal import ClientTerminals
@@ -131,6 +132,7 @@ class AcpSession:
         self.permissions = Permissions(self)
         self.patches: dict[str, dict[str, FileChange]] = {}
         self.notices: list[str] = []
+        self.asides: list[Update] = []  # warnings for the next prompt, beside its answer
         self.mode = CUSTOM_MODE
         self.configured: SessionConfigured | None = None
         self.announced: dict[str, asyncio.Event] = {}
@@ -229,6 +231,9 @@ class AcpSession:
             for notice in self.notices:
                 await self.send(message_chunk(notice + "\n\n"))
             self.notices.clear()
+            for aside in self.asides:
+                await self.send(aside)
+            self.asides.clear()
             await self.codex.submit(UserInput(tuple(items)), id=prompt.sub_id)
             terminal = await prompt.future
         finally:
@@ -323,15 +328,20 @@ class AcpSession:
         """An event outside a prompt (under a configure, say): a warning, or an MCP
         server that failed to start, is shown at once if a prompt runs, else kept
         for the next prompt, so the user still reads it; errors here answer our own
-        late approvals (after a cancel) and are only logged."""
+        late approvals (after a cancel) and are only logged. A warning is a note
+        beside the answer (a thought chunk, as in a prompt), never its text."""
         msg = event.msg
         if isinstance(msg, WarningEvent):
-            notice = f"warning: {msg.message}"
-        elif isinstance(msg, McpStartupUpdate) and msg.status.state == "failed":
-            notice = f"MCP server {msg.server!r} failed to start: {msg.status.error}"
-        else:
+            aside = thought_chunk(f"[warning] {msg.message}\n")
+            if self.prompt is not None:
+                await self.send(aside)
+            else:
+                self.asides.append(aside)
+            return
+        if not (isinstance(msg, McpStartupUpdate) and msg.status.state == "failed"):
             log.debug("event outside a prompt", type=msg.TYPE, id=event.id)
             return
+        notice = f"MCP server {msg.server!r} failed to start: {msg.status.error}"
         if self.prompt is not None:
             await self.send(message_chunk(notice + "\n\n"))
         else:
