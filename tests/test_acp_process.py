@@ -142,6 +142,91 @@ async def test_a_prompt_sent_before_end_of_input_runs_to_its_end(tmp_path: Path)
     assert "not allowed" in told or "cancelled" in told, told
 
 
+async def test_a_client_that_has_gone_leaves_nothing_running(tmp_path: Path) -> None:
+    # The client dies mid-prompt: its end of our stdout closes. The prompt would run to
+    # its end for no one; the first write that fails ends everything instead.
+    script = (
+        "import os, time\nprint(os.getpid(), flush=True)\n"
+        "while True: print('tick', flush=True); time.sleep(0.05)"
+    )
+    model = ScriptedModel([shell_call([PY, "-c", script], call_id="c1")])
+    out_read, out_write = os.pipe()
+    async with ScriptedResponsesServer(model) as http:
+        process = await asyncio.create_subprocess_exec(
+            PY,
+            "-m",
+            "codexcore",
+            "acp",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=out_write,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=server_env(http.base_url),
+            cwd=tmp_path,
+        )
+        os.close(out_write)
+        try:
+            lines = LineReader(out_read)
+            write(process, INITIALIZE, new_session(1, tmp_path))
+            session_id = (await lines.answer(1))["result"]["sessionId"]
+            mode = {"sessionId": session_id, "modeId": "full-access"}
+            write(
+                process,
+                {"jsonrpc": "2.0", "id": 2, "method": "session/set_mode", "params": mode},
+                prompt(3, session_id, "tick"),
+            )
+            pid = await lines.first_output_line()
+            assert alive(pid)
+            os.close(out_read)  # the client is gone: it reads nothing more
+            out_read = -1
+            assert await asyncio.wait_for(process.wait(), 20) == 0
+        finally:
+            if out_read >= 0:
+                os.close(out_read)
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert not alive(pid)
+
+
+class LineReader:
+    """Reads the agent's stdout (a pipe of ours) a message at a time."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+
+    async def message(self) -> dict[str, Any]:
+        while b"\n" not in self.buffer:
+            chunk = await asyncio.wait_for(asyncio.to_thread(os.read, self.fd, 65536), 30)
+            assert chunk, "the agent closed stdout"
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return dict(json.loads(line))
+
+    async def answer(self, request_id: int) -> dict[str, Any]:
+        while (message := await self.message()).get("id") != request_id or "method" in message:
+            pass
+        return message
+
+    async def first_output_line(self) -> int:
+        """The first line a command printed, streamed as a tool call's content."""
+        while True:
+            message = await self.message()
+            update = message.get("params", {}).get("update", {})
+            for content in update.get("content") or []:
+                text = content.get("content", {}).get("text", "").strip("`\n ")
+                if text.split("\n")[0].isdigit():
+                    return int(text.split("\n")[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
 def small_pipe() -> tuple[int, int]:
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
