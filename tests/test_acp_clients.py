@@ -201,3 +201,29 @@ async def test_each_mode_says_what_it_asks_before_and_does_so(tmp_path: Path) ->
     assert "edits in the workspace run without asking" in said["auto"].lower()
     assert (tmp_path / "a.txt").exists()
     assert (tmp_path / "b.txt").exists()
+
+
+async def test_a_command_cancelled_in_an_editor_terminal_is_told_with_its_output(
+    tmp_path: Path,
+) -> None:
+    script = "print('terminal says hi', flush=True); import time; time.sleep(60)"
+    model = ScriptedModel(
+        [shell_call([PY, "-c", script], call_id="c1"), text_response("It was stopped.")]
+    )
+    client = RecordingClient(terminal=True)
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        sid = session.session_id
+        await conn.set_session_mode(session_id=sid, mode_id="full-access")
+        running = asyncio.create_task(conn.prompt(session_id=sid, prompt=prompt_text("run")))
+        await client.wait_for(lambda: "term-1" in client.terminals)
+        terminal = client.terminals["term-1"]
+        await client.wait_for(lambda: b"terminal says hi" in terminal.output)
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(running, 20)).stop_reason == "cancelled"
+        await conn.prompt(session_id=sid, prompt=prompt_text("what happened?"))
+    told = json.loads(outputs_of(model.requests[1])["c1"])
+    assert told["output"].startswith("terminal says hi\n"), told
+    assert "command interrupted by the user" in told["output"]
+    assert told["metadata"]["exit_code"] == 128 + 9  # the editor's terminal/kill
+    assert client.released == ["term-1"]
