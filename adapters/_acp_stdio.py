@@ -85,7 +85,7 @@ class StdioTransport:
         finally:
             # A response (even one that could not be written) closes its request.
             if "method" not in message:
-                self._unanswered.discard(message.get("id"))  # type: ignore[arg-type]
+                self._unanswered.discard(message.get("id"))
                 if not self._unanswered:
                     self._idle.set()
 

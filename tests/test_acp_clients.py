@@ -56,7 +56,7 @@ async def test_a_live_prompt_is_not_echoed_and_a_replayed_one_keeps_its_parts(
     # twice; Zed appends it to the user's message).
     model = ScriptedModel([text_response("Seen.")])
     spec = TextResourceContents(uri="file:///project/spec.md", text="THE SPEC")
-    sent = [
+    sent: list[Any] = [
         TextContentBlock(type="text", text="look at these"),
         EmbeddedResourceContentBlock(type="resource", resource=spec),
         ImageContentBlock(type="image", mime_type="image/png", data=PNG),

@@ -84,7 +84,7 @@ async def read_answer(process: asyncio.subprocess.Process, request_id: int) -> d
         assert line, "the agent closed stdout before answering"
         message = json.loads(line)
         if message.get("id") == request_id and "method" not in message:
-            return message
+            return dict(message)
 
 
 async def test_requests_piped_with_end_of_input_are_all_answered(tmp_path: Path) -> None:
