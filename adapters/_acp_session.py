@@ -54,18 +54,8 @@ from codexcore.protocol import (
     WarningEvent,
 )
 
-from ._acp_map import (
-    CUSTOM_MODE,
-    MODES_BY_ID,
-    ToolCallMapper,
-    Update,
-    message_chunk,
-    mode_of,
-    mode_state,
-    policies_of,
-    terminal,
-    thought_chunk,
-)
+from ._acp_map import ToolCallMapper, Update, message_chunk, terminal, thought_chunk
+from ._acp_modes import CUSTOM_MODE, MODES_BY_ID, mode_of, mode_state, policies_of
 from ._acp_permission import Permissions
 from ._acp_terminal import ClientTerminals
 

@@ -29,7 +29,7 @@ Method -> engine, one row each:
                          ``incomplete`` (max_output_tokens) -> max_tokens, any
                          other ``error`` -> a JSON-RPC error naming it
 ``session/cancel``       ``interrupt``; waiting permission requests are withdrawn
-``session/set_mode``     approval presets (:data:`~._acp_map.MODES`) through
+``session/set_mode``     approval presets (:data:`~._acp_modes.MODES`) through
                          :meth:`AcpSession.switch_policies`; ``current_mode_update``
 approvals                ``session/request_permission`` (:mod:`._acp_permission`):
                          allow once / always, reject once / always -> approved,

@@ -15,15 +15,13 @@ from acp.connection import StreamDirection, StreamEvent
 
 from codexcore import Codex
 from codexcore.adapters._acp_diff import DiffMismatch, old_and_new
-from codexcore.adapters._acp_map import (
+from codexcore.adapters._acp_map import OUTPUT_SHOWN, ToolCallMapper, user_message_parts
+from codexcore.adapters._acp_modes import (
     CUSTOM_MODE,
     MODES_BY_ID,
-    OUTPUT_SHOWN,
-    ToolCallMapper,
     mode_of,
     mode_state,
     policies_of,
-    user_message_parts,
 )
 from codexcore.engine import ExecResult
 from codexcore.protocol import (
