@@ -11,7 +11,10 @@ Event -> update, one row each (``ToolCallMapper.updates``):
 ``agent_message``                 ``agent_message_chunk`` (only if no delta streamed it)
 ``agent_reasoning_delta``         ``agent_thought_chunk``
 ``agent_reasoning``               ``agent_thought_chunk`` (only if no delta streamed it)
-``user_message`` (replay)         ``user_message_chunk``
+``user_message`` (replay only)    ``user_message_chunk``: the text, each ``<context>``
+                                  block as an embedded resource, each image
+                                  (:func:`user_message_parts`); a live prompt is
+                                  the client's own and is not echoed
 ``exec_approval_request``         ``tool_call`` kind execute, status pending
 ``exec_command_begin``            ``tool_call`` in_progress (or an update of the pending one)
 ``exec_command_output_delta``     ``tool_call_update``: the output so far as its content
@@ -41,6 +44,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -51,13 +55,14 @@ from acp.schema import (
     AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
+    EmbeddedResourceContentBlock,
     FileEditToolCallContent,
     ImageContentBlock,
     PlanEntry,
-    SessionMode,
-    SessionModeState,
+    ResourceContentBlock,
     TerminalToolCallContent,
     TextContentBlock,
+    TextResourceContents,
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
@@ -69,13 +74,11 @@ from acp.schema import (
 )
 
 from codexcore.protocol import (
+    TERMINAL_EVENT_TYPES,
     AddChange,
-    ApprovalPolicy,
     DeleteChange,
     EventMsg,
     FileChange,
-    SandboxMode,
-    SandboxPolicy,
     UpdateChange,
 )
 
@@ -91,86 +94,15 @@ Update = (
     | AgentPlanUpdate
 )
 
+UserContent = (
+    TextContentBlock | ImageContentBlock | ResourceContentBlock | EmbeddedResourceContentBlock
+)
+
 OUTPUT_SHOWN = 64 * 1024
 """How much of a command's output (its tail) a tool call shows while it runs and after.
 
 ACP replaces a tool call's content with every update, so each one resends it:
 the tail keeps that bounded. The model gets the engine's own output limit."""
-
-
-# --- modes ------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Mode:
-    """An approval preset: a session mode the editor offers."""
-
-    id: str
-    name: str
-    description: str
-    approval_policy: ApprovalPolicy
-    sandbox: SandboxMode
-
-
-MODES = (
-    Mode(
-        "read-only",
-        "Read only",
-        "Commands run confined read-only without asking; edits and anything else ask first.",
-        "on-request",
-        "read-only",
-    ),
-    Mode(
-        "ask",
-        "Ask",
-        "Ask before every command that is not known to be safe, and before edits "
-        "outside the workspace.",
-        "untrusted",
-        "workspace-write",
-    ),
-    Mode(
-        "auto",
-        "Auto",
-        "Commands run confined to the workspace without asking; ask only to go beyond it.",
-        "on-request",
-        "workspace-write",
-    ),
-    Mode(
-        "full-access",
-        "Full access",
-        "Never ask; commands and edits run unconfined. Use with care.",
-        "never",
-        "danger-full-access",
-    ),
-)
-MODES_BY_ID = {mode.id: mode for mode in MODES}
-CUSTOM_MODE = "config"
-"""The mode of a session whose configured policies match no preset."""
-
-
-def mode_of(approval: ApprovalPolicy, sandbox: SandboxPolicy) -> str:
-    """The preset id these policies are, else :data:`CUSTOM_MODE`."""
-    for mode in MODES:
-        if mode.approval_policy == approval and mode.sandbox == sandbox.type:
-            return mode.id
-    return CUSTOM_MODE
-
-
-def mode_state(current: str, approval: ApprovalPolicy, sandbox: SandboxPolicy) -> SessionModeState:
-    """The modes an editor shows; the configuration's own policies are a mode of their
-    own when they match no preset (so switching away and back is possible)."""
-    modes = [SessionMode(id=m.id, name=m.name, description=m.description) for m in MODES]
-    if mode_of(approval, sandbox) == CUSTOM_MODE:
-        what = f"approval {approval}, sandbox {sandbox.type}"
-        modes.append(SessionMode(id=CUSTOM_MODE, name="config.toml", description=what))
-    return SessionModeState(current_mode_id=current, available_modes=modes)
-
-
-def policies_of(mode: Mode, base: SandboxPolicy) -> tuple[ApprovalPolicy, SandboxPolicy]:
-    """The approval and sandbox policies of ``mode``; writable roots and network access
-    stay as configured."""
-    sandbox = attrs.evolve(base, type=mode.sandbox)
-    return mode.approval_policy, sandbox
 
 
 # --- text blocks --------------------------------------------------------------------
@@ -212,6 +144,7 @@ class ToolCallState:
     title: str
     output: str = ""
     finished: bool = False
+    began: bool = False  # it ran (or runs): not only asked about
     terminal_id: str | None = None  # the editor terminal it runs in, if any
     shown: ToolCallStart | None = None  # how it was announced
     # Chunks may split a UTF-8 sequence: decode across them.
@@ -228,14 +161,16 @@ FileReader = Callable[[str], "str | None"]
 class ToolCallMapper:
     """Turns one session's events into ACP updates, remembering its tool calls.
 
-    ``replaying`` marks a recorded session being replayed: approval requests
-    are shown as pending calls but never asked again.
+    ``replaying`` marks a recorded session being replayed: the user's prompts are
+    sent back (live, the client has them already), and approval requests are
+    shown as pending calls but never asked again.
     """
 
     cwd: str
     read_file: FileReader
     context_window: int
     mcp_servers: frozenset[str] = frozenset()
+    replaying: bool = False
     calls: dict[str, ToolCallState] = attrs.field(factory=dict)
     streamed_message: bool = False
     streamed_reasoning: bool = False
@@ -244,7 +179,32 @@ class ToolCallMapper:
     def updates(self, msg: EventMsg) -> list[Update]:
         """The updates ``msg`` becomes (often none)."""
         handler = _ROWS.get(msg.TYPE)
-        return handler(self, msg) if handler is not None else []
+        answered = self._answered(msg) if self.replaying else []
+        return answered + (handler(self, msg) if handler is not None else [])
+
+    def _answered(self, msg: EventMsg) -> list[Update]:
+        """Replaying: a call still waiting for its approval when the Task went on was
+        rejected. Calls run one at a time, and an approved one begins before anything
+        else happens, so any later progress of the Task means the user said no."""
+        if msg.TYPE in TERMINAL_EVENT_TYPES or msg.TYPE in _NOT_PROGRESS:
+            return []
+        call_id = getattr(msg, "call_id", None)
+        waiting = [
+            cid
+            for cid, state in self.calls.items()
+            if not state.finished and not state.began and cid != call_id
+        ]
+        return [self.refused_call(cid, "rejected by the user: not run") for cid in waiting]
+
+    def finish_task(self, terminal_type: str | None) -> list[Update]:
+        """The calls the Task's end (``terminal_type``; None: the recording stops
+        before it) left open, ended saying what became of them."""
+        updates: list[Update] = []
+        for call_id, state in self.calls.items():
+            if not state.finished:
+                ran = _OUTCOME_RUNNING if state.began else _OUTCOME_WAITING
+                updates.append(self.refused_call(call_id, ran[terminal_type]))
+        return updates
 
     # --- messages
 
@@ -266,10 +226,14 @@ class ToolCallMapper:
         return [] if streamed or not msg.text else [thought_chunk(msg.text)]
 
     def _user_message(self, msg: Any) -> list[Update]:
-        value = getattr(msg, "message", None)
-        if not isinstance(value, str) or not value:
+        # Live, the prompt is the client's own: echoing it shows it twice (Toad) or
+        # appends it to the user's message (Zed). Only a replay sends it back.
+        if not self.replaying:
             return []
-        return [UserMessageChunk(session_update="user_message_chunk", content=text(value))]
+        message = getattr(msg, "message", None)
+        images = getattr(msg, "images", None) or ()
+        parts = user_message_parts(message if isinstance(message, str) else "", images)
+        return [UserMessageChunk(session_update="user_message_chunk", content=p) for p in parts]
 
     def _notice(self, msg: Any) -> list[Update]:
         return [thought_chunk(f"[{msg.TYPE}] {msg.message}\n")]
@@ -309,6 +273,7 @@ class ToolCallMapper:
         if msg.source != "agent":
             return []  # the user's own shell commands: not the model's tool calls
         if msg.call_id in self.calls:
+            self.calls[msg.call_id].began = True
             return [self.progress(msg.call_id, status="in_progress")]
         return [self._start(msg.call_id, "execute", shlex.join(msg.command), "in_progress", msg)]
 
@@ -342,6 +307,7 @@ class ToolCallMapper:
         state = self.calls.get(msg.call_id)
         if state is not None:
             # Refused already (the engine still reports the denied call): it stays failed.
+            state.began = state.began or not state.finished
             return [] if state.finished else [self.progress(msg.call_id, status="in_progress")]
         called = msg.invocation
         return [self._mcp_start(msg.call_id, called.server, called.tool, called.arguments)]
@@ -388,6 +354,7 @@ class ToolCallMapper:
 
     def _patch_begin(self, msg: Any) -> list[Update]:
         if msg.call_id in self.calls:
+            self.calls[msg.call_id].began = True
             return [self.progress(msg.call_id, status="in_progress")]
         return [self._edit(msg.call_id, msg.changes, "in_progress")]
 
@@ -460,7 +427,7 @@ class ToolCallMapper:
 
     def _announce(self, start: ToolCallStart) -> ToolCallStart:
         self.calls[start.tool_call_id] = ToolCallState(
-            start.kind or "other", start.title, shown=start
+            start.kind or "other", start.title, began=start.status != "pending", shown=start
         )
         return start
 
@@ -492,6 +459,38 @@ class ToolCallMapper:
     def unfinished(self) -> Iterable[str]:
         """Calls that never got a final status (the Task was cancelled under them)."""
         return [cid for cid, state in self.calls.items() if not state.finished]
+
+
+_CONTEXT = re.compile(r'<context ref="([^"]*)">\n(.*?)\n</context>', re.DOTALL)
+
+
+def user_message_parts(message: str, images: Iterable[str]) -> list[UserContent]:
+    """A recorded prompt as the content blocks the user sent: its text, each file it
+    attached (the ``<context ref>`` blocks :mod:`._acp_prompt` made) as an embedded
+    resource, each image as an image (a web address as a link). The engine records
+    the prompt's text parts joined; the context blocks mark where they were."""
+    parts: list[UserContent] = []
+    at = 0
+    for found in _CONTEXT.finditer(message):
+        if message[at : found.start()]:
+            parts.append(text(message[at : found.start()]))
+        resource = TextResourceContents(uri=found.group(1), text=found.group(2))
+        parts.append(EmbeddedResourceContentBlock(type="resource", resource=resource))
+        at = found.end()
+    if message[at:]:
+        parts.append(text(message[at:]))
+    for url in images:
+        parts.append(_image(url))
+    return parts
+
+
+def _image(url: str) -> ImageContentBlock | ResourceContentBlock:
+    head, comma, data = url.partition(",")
+    if url.startswith("data:") and comma and head.endswith(";base64"):
+        mime = head[len("data:") : -len(";base64")] or "application/octet-stream"
+        return ImageContentBlock(type="image", mime_type=mime, data=data)
+    name = url.rsplit("/", 1)[-1] or url
+    return ResourceContentBlock(type="resource_link", uri=url, name=name)
 
 
 def plan_entries(plan: Iterable[Any]) -> list[PlanEntry]:
@@ -535,6 +534,22 @@ def _content(value: str) -> ContentToolCallContent:
 def _diff(path: str, old: str | None, new: str) -> FileEditToolCallContent:
     return FileEditToolCallContent(type="diff", path=path, old_text=old, new_text=new)
 
+
+_NOT_PROGRESS = frozenset({"warning", "stream_error", "turn_diff"})
+"""Events that may come while a call waits for its approval without the Task going on."""
+
+_OUTCOME_WAITING = {
+    "turn_aborted": "cancelled before it was approved: not run",
+    "error": "not run: the task failed first",
+    "task_complete": "not run: the task was stopped before it was approved",
+    None: "not run: the session ended while it waited for approval",
+}
+_OUTCOME_RUNNING = {
+    "turn_aborted": "cancelled while it ran",
+    "error": "failed: the task failed while it ran",
+    "task_complete": "ended without a result",
+    None: "the session ended while it ran; its outcome was not recorded",
+}
 
 _ROWS: dict[str, Callable[[ToolCallMapper, Any], list[Update]]] = {
     "agent_message_delta": ToolCallMapper._message_delta,

@@ -54,17 +54,8 @@ from codexcore.protocol import (
     WarningEvent,
 )
 
-from ._acp_map import (
-    CUSTOM_MODE,
-    MODES_BY_ID,
-    ToolCallMapper,
-    Update,
-    message_chunk,
-    mode_of,
-    mode_state,
-    policies_of,
-    terminal,
-)
+from ._acp_map import ToolCallMapper, Update, message_chunk, terminal, thought_chunk
+from ._acp_modes import CUSTOM_MODE, MODES_BY_ID, mode_of, mode_state, policies_of
 from ._acp_permission import Permissions
 from ._acp_terminal import ClientTerminals
 
@@ -131,6 +122,7 @@ class AcpSession:
         self.permissions = Permissions(self)
         self.patches: dict[str, dict[str, FileChange]] = {}
         self.notices: list[str] = []
+        self.asides: list[Update] = []  # warnings for the next prompt, beside its answer
         self.mode = CUSTOM_MODE
         self.configured: SessionConfigured | None = None
         self.announced: dict[str, asyncio.Event] = {}
@@ -229,6 +221,9 @@ class AcpSession:
             for notice in self.notices:
                 await self.send(message_chunk(notice + "\n\n"))
             self.notices.clear()
+            for aside in self.asides:
+                await self.send(aside)
+            self.asides.clear()
             await self.codex.submit(UserInput(tuple(items)), id=prompt.sub_id)
             terminal = await prompt.future
         finally:
@@ -307,8 +302,8 @@ class AcpSession:
         if isinstance(msg, ExecCommandEnd):  # a confined command: no terminal waited for it
             self.announced.pop(msg.call_id, None)
         if msg.TYPE in TERMINAL_EVENT_TYPES:
-            for call_id in self.mapper.unfinished():
-                await self.send(self.mapper.refused_call(call_id, "cancelled: the task ended"))
+            for update in self.mapper.finish_task(msg.TYPE):
+                await self.send(update)
             if not prompt.future.done():
                 prompt.future.set_result(msg)
 
@@ -323,15 +318,20 @@ class AcpSession:
         """An event outside a prompt (under a configure, say): a warning, or an MCP
         server that failed to start, is shown at once if a prompt runs, else kept
         for the next prompt, so the user still reads it; errors here answer our own
-        late approvals (after a cancel) and are only logged."""
+        late approvals (after a cancel) and are only logged. A warning is a note
+        beside the answer (a thought chunk, as in a prompt), never its text."""
         msg = event.msg
         if isinstance(msg, WarningEvent):
-            notice = f"warning: {msg.message}"
-        elif isinstance(msg, McpStartupUpdate) and msg.status.state == "failed":
-            notice = f"MCP server {msg.server!r} failed to start: {msg.status.error}"
-        else:
+            aside = thought_chunk(f"[warning] {msg.message}\n")
+            if self.prompt is not None:
+                await self.send(aside)
+            else:
+                self.asides.append(aside)
+            return
+        if not (isinstance(msg, McpStartupUpdate) and msg.status.state == "failed"):
             log.debug("event outside a prompt", type=msg.TYPE, id=event.id)
             return
+        notice = f"MCP server {msg.server!r} failed to start: {msg.status.error}"
         if self.prompt is not None:
             await self.send(message_chunk(notice + "\n\n"))
         else:

@@ -10,8 +10,9 @@ bubblewrap in codexcore: an editor's terminal could not confine them.
 Lifecycle per command: ``terminal/create`` -> the tool call shows the terminal ->
 ``terminal/wait_for_exit`` (bounded by the call's timeout, then
 ``terminal/kill``) -> ``terminal/output`` -> ``terminal/release``. Cancelled
-(``session/cancel``, the Task interrupted), the terminal is killed and released
-before the cancellation goes on.
+(``session/cancel``, the Task interrupted), the terminal is killed, its output
+so far read (the model is told what the command did before it was stopped)
+and the terminal released before the cancellation goes on.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from acp import RequestError
 
 from codexcore._logging import get_logger
-from codexcore.engine import ExecResult
+from codexcore.engine import CommandInterrupted, ExecResult
+from codexcore.tools.exec import INTERRUPTED_NOTE
 
 if TYPE_CHECKING:
     from ._acp_session import AcpSession
@@ -69,7 +71,11 @@ class ClientTerminals:
             output = await conn.terminal_output(**ids)
         except asyncio.CancelledError:
             await _cleanup(conn.kill_terminal, ids)
-            raise
+            said = await _output_after_kill(conn, ids)
+            if said is None:
+                raise
+            result = _result(said, False, started, note=f"\ncodexcore: {INTERRUPTED_NOTE}\n")
+            raise CommandInterrupted(result) from None
         finally:
             await _cleanup(conn.release_terminal, ids)
         return _result(output, timed_out, started)
@@ -99,7 +105,17 @@ async def _cleanup(step: Callable[..., Awaitable[Any]], ids: dict[str, str]) -> 
         raise
 
 
-def _result(output: Any, timed_out: bool, started: float) -> ExecResult:
+async def _output_after_kill(conn: Any, ids: dict[str, str]) -> Any:
+    """What a killed terminal printed (and how it ended), None when the editor does
+    not say in time: the model is then told only that the call was interrupted."""
+    try:
+        return await asyncio.shield(asyncio.wait_for(conn.terminal_output(**ids), CLEANUP_TIMEOUT))
+    except (TimeoutError, RequestError, ConnectionError, asyncio.CancelledError) as exc:
+        log.warning("no output from a killed terminal", terminal=ids["terminal_id"], error=str(exc))
+        return None
+
+
+def _result(output: Any, timed_out: bool, started: float, note: str = "") -> ExecResult:
     status = output.exit_status
     if timed_out:
         code = TIMED_OUT
@@ -110,6 +126,7 @@ def _result(output: Any, timed_out: bool, started: float) -> ExecResult:
     else:
         code = status.exit_code if status.exit_code is not None else -1
     text = output.output + ("\n[output truncated by the editor]" if output.truncated else "")
+    text += note
     return ExecResult(
         exit_code=code,
         stdout=text,

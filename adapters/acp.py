@@ -17,7 +17,9 @@ Method -> engine, one row each:
                          MCP servers (:func:`editor_mcp_servers`) are that engine's,
                          beside config.toml's (the editor's win a name clash);
                          a server that fails to start is reported as a message
-``session/load``         ``get_history`` replayed as updates, ``resume_session``
+``session/load``         ``get_history`` replayed as updates (the user's prompts
+                         too; each tool call ended in its place, saying what
+                         became of it), ``resume_session``
 ``session/list``         the recorded sessions (``list_sessions``), 50 a page
 ``session/prompt``       ``user_input`` (text, images, resource links, embedded
                          resources: :mod:`._acp_prompt`); answered when the
@@ -27,7 +29,7 @@ Method -> engine, one row each:
                          ``incomplete`` (max_output_tokens) -> max_tokens, any
                          other ``error`` -> a JSON-RPC error naming it
 ``session/cancel``       ``interrupt``; waiting permission requests are withdrawn
-``session/set_mode``     approval presets (:data:`~._acp_map.MODES`) through
+``session/set_mode``     approval presets (:data:`~._acp_modes.MODES`) through
                          :meth:`AcpSession.switch_policies`; ``current_mode_update``
 approvals                ``session/request_permission`` (:mod:`._acp_permission`):
                          allow once / always, reject once / always -> approved,
@@ -44,7 +46,9 @@ Events -> ``session/update``: see :mod:`codexcore.adapters._acp_map`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -80,11 +84,18 @@ from codexcore.engine import (
     list_sessions,
     model_details,
 )
-from codexcore.protocol import ConfigureSession, Event, ResumeSession, SessionSummary
+from codexcore.protocol import (
+    TERMINAL_EVENT_TYPES,
+    ConfigureSession,
+    Event,
+    ResumeSession,
+    SessionSummary,
+)
 
 from ._acp_map import ToolCallMapper
 from ._acp_prompt import prompt_input
 from ._acp_session import AcpSession, read_disk
+from ._acp_stdio import InputAwareClient, StdioTransport
 
 log = get_logger(__name__)
 
@@ -130,11 +141,19 @@ class CodexAgent:
 
     ``config`` is what every session starts from (config.toml's settings, as
     the CLI resolved them); ``clients`` is shared by all sessions and closed
-    by :meth:`aclose`.
+    by :meth:`aclose`; ``input_ended`` is set when the client's input has ended
+    (:mod:`._acp_stdio`).
     """
 
-    def __init__(self, config: EngineConfig, *, clients: ModelClientPool | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        clients: ModelClientPool | None = None,
+        input_ended: asyncio.Event | None = None,
+    ) -> None:
         self.config = config
+        self.input_ended = input_ended
         self.clients = clients or ModelClientPool(config)
         self.sessions: dict[str, AcpSession] = {}
         self.client_capabilities = ClientCapabilities()
@@ -163,7 +182,9 @@ class CodexAgent:
         return model_details(self.config.session.model) is not None
 
     def on_connect(self, conn: Client) -> None:
-        self._conn = conn
+        # Over stdio, requests to a client whose input has ended fail at once.
+        ended = self.input_ended
+        self._conn = conn if ended is None else cast(Client, InputAwareClient(conn, ended))
 
     async def initialize(
         self,
@@ -252,13 +273,16 @@ class CodexAgent:
     async def _replay(self, session: AcpSession, events: list[Event]) -> None:
         """A recorded session as updates: messages, and tool calls in their final state."""
         mapper = ToolCallMapper(
-            session.cwd, read_disk, session.mapper.context_window, session.mcp_names
+            session.cwd, read_disk, session.mapper.context_window, session.mcp_names, replaying=True
         )
         for event in events:
             for update in mapper.updates(event.msg):
                 await session.send(update)
-        for call_id in mapper.unfinished():
-            await session.send(mapper.refused_call(call_id, "not run"))
+            if event.msg.TYPE in TERMINAL_EVENT_TYPES:  # each call ends in its place
+                for update in mapper.finish_task(event.msg.TYPE):
+                    await session.send(update)
+        for update in mapper.finish_task(None):  # a recording cut short (a crash)
+            await session.send(update)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_: Any
@@ -332,8 +356,10 @@ class NotAPipe(Exception):
 
 
 async def serve_acp(config: EngineConfig, in_fd: int, out_fd: int) -> int:
-    """Serve one editor over the pipes ``in_fd`` / ``out_fd`` until it closes its end;
-    then every session is shut down (its commands killed). Returns the exit code."""
+    """Serve one editor over the pipes ``in_fd`` / ``out_fd`` until it closes its end
+    and the requests it sent before are answered (:mod:`._acp_stdio`), it stops
+    reading our output, or SIGTERM; then every session is shut down (its commands
+    killed). Returns the exit code."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=50 * 1024 * 1024)
     try:
@@ -348,11 +374,23 @@ async def serve_acp(config: EngineConfig, in_fd: int, out_fd: int) -> int:
             f"stdin and stdout must be pipes or sockets, as an editor gives: {exc}"
         ) from None
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    agent = CodexAgent(config)
+    stdio = StdioTransport(reader, writer)
+    agent = CodexAgent(config, input_ended=stdio.input_ended)
+    # The router answers -32601 for the methods of the Agent protocol not served here.
+    # It returns at end of input, once the requests read before it are answered.
+    serving = asyncio.ensure_future(run_agent(cast(Agent, agent), stdio))
+    gone = asyncio.ensure_future(stdio.output_broken.wait())
+    loop.add_signal_handler(signal.SIGTERM, serving.cancel)
     try:
-        # The router answers -32601 for the methods of the Agent protocol not served here.
-        await run_agent(cast(Agent, agent), writer, reader)
+        await asyncio.wait({serving, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not serving.done():
+            log.warning("the client stopped reading our output: shutting down")
+            serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        gone.cancel()
         await agent.aclose()
         transport.close()
     return 0

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 import attrs
 import httpx
@@ -43,7 +43,11 @@ import orjson
 
 from codexcore.model import Usage
 
+if TYPE_CHECKING:
+    from codexcore.engine import ModelCatalog
+
 __all__ = [
+    "DEMO_MODEL",
     "Hang",
     "Pause",
     "Responder",
@@ -51,6 +55,7 @@ __all__ = [
     "ScriptedResponse",
     "ScriptedResponsesServer",
     "Step",
+    "demo_catalog",
     "failed_response",
     "function_call_response",
     "http_error",
@@ -61,6 +66,18 @@ __all__ = [
     "text_response",
     "truncated",
 ]
+
+
+DEMO_MODEL = "demo-model"
+"""The name ``codexcore demo`` and the examples give their scripted model."""
+
+
+def demo_catalog() -> ModelCatalog:
+    """The model catalogue with :data:`DEMO_MODEL` described, so a demo run against a
+    scripted model is not warned (as an operator would be) that its model is unknown."""
+    from codexcore.engine import ModelCatalog
+
+    return ModelCatalog({DEMO_MODEL: {"context_window": 128_000, "max_output_tokens": 16_384}})
 
 
 # --- scripts ---------------------------------------------------------------------------

@@ -39,17 +39,18 @@ from codexcore.protocol import (
     TokenCount,
     UserInput,
 )
-from codexcore.testing import ScriptedResponsesServer
+from codexcore.testing import DEMO_MODEL, ScriptedResponsesServer, demo_catalog
 
 
 async def converse(base_url: str, workspace: str) -> bool:
     """One Task from prompt to ``task_complete``; True if it completed."""
     session = SessionConfig(
-        model="demo-model", cwd=workspace, approval_policy="untrusted", base_url=base_url
+        model=DEMO_MODEL, cwd=workspace, approval_policy="untrusted", base_url=base_url
     )
     # api_key="": a scripted server needs none, and a real key must not travel to it.
     # ephemeral: the example records no session in ~/.codexcore.
-    config = EngineConfig(session=session, api_key="", ephemeral=True)
+    # demo_catalog(): the scripted model is one the engine knows (no unknown-model warning).
+    config = EngineConfig(session=session, api_key="", ephemeral=True, models=demo_catalog())
     completed = False
     async with Codex(config) as codex:
         task_id = await codex.submit(UserInput((TextInput(PROMPT),)))

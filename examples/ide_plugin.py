@@ -52,7 +52,7 @@ from codexcore.protocol import (
     UserInput,
     WarningEvent,
 )
-from codexcore.testing import ScriptedResponsesServer
+from codexcore.testing import DEMO_MODEL, ScriptedResponsesServer, demo_catalog
 
 UI_TIMEOUT = 60.0  # seconds the UI waits for the next event before giving up
 
@@ -168,11 +168,12 @@ def main() -> int:
     with model_url(args.base_url) as url, tempfile.TemporaryDirectory() as workspace:
         Path(workspace, "notes.txt").write_text("a file for the example to find\n")
         session = SessionConfig(
-            model="demo-model", cwd=workspace, approval_policy="untrusted", base_url=url
+            model=DEMO_MODEL, cwd=workspace, approval_policy="untrusted", base_url=url
         )
         # api_key="": a scripted server needs none, and a real key must not travel to it.
         # ephemeral: the example records no session in ~/.codexcore.
-        config = EngineConfig(session=session, api_key="", ephemeral=True)
+        # demo_catalog(): the scripted model is one the engine knows (no unknown-model warning).
+        config = EngineConfig(session=session, api_key="", ephemeral=True, models=demo_catalog())
         with CodexThread(config, on_event=ui.post) as codex:
             ui.run(codex)
         # Leaving the block closed the engine (as a plugin does when it is

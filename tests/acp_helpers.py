@@ -386,7 +386,7 @@ def describe(update: Any) -> str:
 
 @asynccontextmanager
 async def acp_agent(
-    client: RecordingClient, base_url: str, cwd: Path, *args: str
+    client: RecordingClient, base_url: str, cwd: Path, *args: str, shutdown_timeout: float = 10.0
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process, SchemaChecker]]:
     """``codexcore acp`` as an editor spawns it, initialized; on exit every message
     must have passed the schema, and the process must have exited 0."""
@@ -402,7 +402,7 @@ async def acp_agent(
             *args,
             env=server_env(base_url),
             cwd=cwd,
-            transport_kwargs={"stderr": stderr.fileno(), "shutdown_timeout": 10.0},
+            transport_kwargs={"stderr": stderr.fileno(), "shutdown_timeout": shutdown_timeout},
             observers=[checker],
         ) as (conn, process):
             client.initialized = await asyncio.wait_for(
@@ -416,11 +416,35 @@ async def acp_agent(
 
 @asynccontextmanager
 async def serving(
-    model: ScriptedModel, client: RecordingClient, cwd: Path, *args: str
+    model: ScriptedModel,
+    client: RecordingClient,
+    cwd: Path,
+    *args: str,
+    shutdown_timeout: float = 10.0,
 ) -> AsyncIterator[tuple[ClientSideConnection, SchemaChecker]]:
     """A scripted model on a real local HTTP server, and ``codexcore acp`` using it."""
     async with (
         ScriptedResponsesServer(model) as http,
-        acp_agent(client, http.base_url, cwd, *args) as (conn, _, checker),
+        acp_agent(client, http.base_url, cwd, *args, shutdown_timeout=shutdown_timeout) as (
+            conn,
+            _,
+            checker,
+        ),
     ):
         yield conn, checker
+
+
+def prompt_text(value: str) -> list[Any]:
+    """A prompt of one text block, as an editor sends what the user typed."""
+    from acp.schema import TextContentBlock
+
+    return [TextContentBlock(type="text", text=value)]
+
+
+def outputs_of(request: dict[str, Any]) -> dict[str, str]:
+    """The function_call_output items of a model request, by call_id."""
+    return {
+        item["call_id"]: item["output"]
+        for item in request["input"]
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }

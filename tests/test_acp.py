@@ -166,7 +166,9 @@ async def test_cancel_mid_command_answers_cancelled_and_leaves_no_process(tmp_pa
         [shell_call([PY, "-c", script], call_id="c1"), text_response("still here")]
     )
     client = RecordingClient()
-    async with serving(model, client, tmp_path) as (conn, _checker):
+    # The SDK's client closes stdin, waits this long, then sends SIGTERM: the
+    # agent, still running the prompt it was sent, ends it then.
+    async with serving(model, client, tmp_path, shutdown_timeout=1.0) as (conn, _checker):
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         await conn.set_session_mode(session_id=session.session_id, mode_id="full-access")
         prompt = asyncio.create_task(
@@ -452,7 +454,9 @@ async def test_the_editor_going_away_mid_command_leaves_no_process(tmp_path: Pat
     script = "import os, time; print(os.getpid(), flush=True); time.sleep(60)"
     model = ScriptedModel([shell_call([PY, "-c", script], call_id="c1")])
     client = RecordingClient()
-    async with serving(model, client, tmp_path) as (conn, _checker):
+    # The SDK's client closes stdin, waits this long, then sends SIGTERM: the
+    # agent, still running the prompt it was sent, ends it then.
+    async with serving(model, client, tmp_path, shutdown_timeout=1.0) as (conn, _checker):
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         await conn.set_session_mode(session_id=session.session_id, mode_id="full-access")
         prompt = asyncio.create_task(
@@ -463,7 +467,7 @@ async def test_the_editor_going_away_mid_command_leaves_no_process(tmp_path: Pat
         )
         pid = int(started[0].content[0].content.text.strip("`\n "))
         assert alive(pid)
-    # The context closed the agent's stdin: it shut down (exit 0, checked by the helper).
+    # Closed stdin, then SIGTERM: it shut down (exit 0, checked by the helper).
     with pytest.raises(ConnectionError):
         await prompt
     assert not alive(pid)

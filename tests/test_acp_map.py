@@ -15,11 +15,10 @@ from acp.connection import StreamDirection, StreamEvent
 
 from codexcore import Codex
 from codexcore.adapters._acp_diff import DiffMismatch, old_and_new
-from codexcore.adapters._acp_map import (
+from codexcore.adapters._acp_map import OUTPUT_SHOWN, ToolCallMapper, user_message_parts
+from codexcore.adapters._acp_modes import (
     CUSTOM_MODE,
     MODES_BY_ID,
-    OUTPUT_SHOWN,
-    ToolCallMapper,
     mode_of,
     mode_state,
     policies_of,
@@ -42,6 +41,7 @@ from codexcore.protocol import (
     SandboxPolicy,
     TaskComplete,
     TextInput,
+    TurnAborted,
     UpdateChange,
     UserInput,
 )
@@ -92,7 +92,10 @@ def test_a_streamed_message_is_not_sent_twice_and_an_unstreamed_one_is_sent(tmp_
     assert [u.content.text for u in updates(m, AgentMessageDelta("Hel"))] == ["Hel"]
     assert updates(m, AgentMessage("Hello")) == []
     assert [u.content.text for u in updates(m, AgentMessage("Whole"))] == ["Whole"]
-    [user] = updates(m, UserMessage("hi"))
+    # Live, the user's prompt is the client's own: it is not echoed (issue 27).
+    assert updates(m, UserMessage("hi")) == []
+    replay = ToolCallMapper(str(tmp_path), lambda _: None, 400_000, replaying=True)
+    [user] = updates(replay, UserMessage("hi"))
     assert (user.session_update, user.content.text) == ("user_message_chunk", "hi")
 
 
@@ -303,3 +306,39 @@ def test_a_plan_is_entries_in_order_with_the_explanation_as_a_thought(tmp_path: 
     ]
     [alone] = updates(mapper(tmp_path), PlanUpdate(plan))
     assert alone.session_update == "plan"
+
+
+def test_a_replayed_prompt_is_split_back_into_its_parts() -> None:
+    message = (
+        'see <context ref="file:///a.py">\nA = 1\n</context> and <context ref="x">\n\n</context>!'
+    )
+    parts = user_message_parts(message, ["data:image/png;base64,AAAA", "https://e.x/cat.png"])
+    kinds = ["text", "resource", "text", "resource", "text", "image", "resource_link"]
+    assert [p.type for p in parts] == kinds
+    assert parts[1].resource.uri == "file:///a.py"
+    assert parts[1].resource.text == "A = 1"
+    assert parts[3].resource.text == ""
+    assert (parts[5].mime_type, parts[5].data) == ("image/png", "AAAA")
+    assert parts[6].uri == "https://e.x/cat.png"
+
+
+def test_a_replay_ends_each_call_with_what_became_of_it(tmp_path: Path) -> None:
+    m = ToolCallMapper(str(tmp_path), lambda _: None, 400_000, replaying=True)
+
+    def said(update: Any) -> tuple[str, str, str]:
+        return (update.tool_call_id, update.status, update.content[0].content.text)
+
+    updates(m, ExecApprovalRequest("c1", ("rm", "x"), str(tmp_path), None))
+    # c2 asked after c1: the Task went on, so c1 was rejected (an approved call begins).
+    rejected, asked = updates(m, ExecApprovalRequest("c2", ("touch", "y"), str(tmp_path), None))
+    assert said(rejected) == ("c1", "failed", "rejected by the user: not run")
+    assert (asked.tool_call_id, asked.status) == ("c2", "pending")
+    updates(m, ExecCommandBegin("c2", ("touch", "y"), str(tmp_path)))  # approved: it runs
+    updates(m, ExecCommandBegin("c3", ("sleep", "9"), str(tmp_path)))
+    updates(m, ExecApprovalRequest("c4", ("rm", "z"), str(tmp_path), None))
+    ended = [said(u) for u in m.finish_task(TurnAborted.TYPE)]
+    assert ended == [
+        ("c2", "failed", "cancelled while it ran"),
+        ("c3", "failed", "cancelled while it ran"),
+        ("c4", "failed", "cancelled before it was approved: not run"),
+    ]

@@ -43,6 +43,15 @@ def test_demo_runs_a_real_task_offline() -> None:
     assert "done · tokens:" in out
 
 
+def test_the_demo_says_nothing_of_an_unknown_model() -> None:
+    # Issue 27.5: its first, red, line was "model 'demo-model' is not in the model
+    # catalogue": the demo's own model is in its catalogue.
+    result = codexcore("demo", "--yes")
+    assert result.returncode == 0, result.stderr
+    assert "model catalogue" not in result.stdout + result.stderr
+    assert result.stdout.startswith("Let me look around first."), result.stdout[:200]
+
+
 @pytest.mark.parametrize(("answer", "runs"), [("y\n", True), ("n\n", False), ("", False)])
 def test_demo_asks_at_the_terminal(answer: str, runs: bool) -> None:
     result = codexcore("demo", stdin=answer)

@@ -104,6 +104,13 @@ def test_ide_plugin_shows_streaming_approval_and_a_clean_close() -> None:
     assert lines[-1] == "[engine closed]", out
 
 
+def test_ide_plugin_shows_no_unknown_model_warning() -> None:
+    # Issue 27.5: the example's first line was "[warning] model 'demo-model' is not in
+    # the model catalogue ...": its scripted model is in its catalogue.
+    result = run_example("ide_plugin.py")
+    assert "model catalogue" not in result.stdout + result.stderr, result.stdout
+
+
 def test_ide_plugin_denied() -> None:
     out = run_example("ide_plugin.py", "--decision", "denied").stdout
     assert "[approval] the user clicks: denied" in out

@@ -9,6 +9,7 @@ appended after the resume are whole. A failed run records nothing.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import select
 import signal
@@ -191,10 +192,12 @@ def test_resume_after_sigkill_answers_the_call_that_was_running(
     whole_records(path)
 
 
-def test_the_interrupt_path_and_the_crash_path_say_aborted_alike(
+def test_an_interrupted_command_is_told_as_run_and_stopped_with_its_output(
     workspace: Path, scripted: Any
 ) -> None:
-    """Ctrl-C answers the running call with the same function as a resume after a crash."""
+    """Ctrl-C during a command that printed: the model learns that it ran, what it
+    printed, that the user interrupted it and how it ended (issue 27.2: it used to be
+    told the call never ran). A crash, where nothing was recorded, still says so."""
     model, server = scripted(
         shell_call(SLEEPER, call_id="c1", response_id="r1"),
         text_response("ok", response_id="r2"),
@@ -219,8 +222,10 @@ def test_the_interrupt_path_and_the_crash_path_say_aborted_alike(
         child.stdout.close()
     session_id = str(events.first("session_configured")["session_id"])
     assert run_exec(server, workspace, "--resume", session_id, "next").returncode == 0
-    interrupted = aborted_outputs(model.requests[1])["c1"]
-    assert interrupted == "aborted: the user interrupted before this call ran"
+    interrupted = json.loads(aborted_outputs(model.requests[1])["c1"])
+    assert interrupted["output"].startswith("sleeping\n"), interrupted
+    assert "command interrupted by the user" in interrupted["output"]
+    assert interrupted["metadata"]["exit_code"] == 128 + signal.SIGTERM
 
 
 # --- item 6: a torn last line -------------------------------------------------------------------

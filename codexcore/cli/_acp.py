@@ -4,8 +4,11 @@ Zed, JetBrains IDEs, Neovim (CodeCompanion) and Emacs (agent-shell) start
 this command and drive codexcore through ACP: sessions in the editor's
 project, prompts with the files you attach, commands and edits shown as tool
 calls, approvals as permission prompts, modes for the approval presets.
-stdout carries only the protocol; logs go to stderr. End of input shuts every
-session down (their commands are killed) and exits 0.
+stdout carries only the protocol; logs go to stderr (never blocking: lines a
+client does not read are dropped and counted). End of input: the requests
+already sent are answered (a prompt runs to its end), then every session is
+shut down and the agent exits 0; SIGTERM cancels the prompts, kills their
+commands and exits 0.
 
 Sessions start from the configuration, as ``exec`` does: flags, then the
 environment, the --profile, config.toml and the defaults. Needs the ``acp``

@@ -69,7 +69,13 @@ async def _demo(workspace: str, *, auto_approve: bool) -> int:
         TextInput,
         UserInput,
     )
-    from ..testing import ScriptedModel, ScriptedResponsesServer, shell_call
+    from ..testing import (
+        DEMO_MODEL,
+        ScriptedModel,
+        ScriptedResponsesServer,
+        demo_catalog,
+        shell_call,
+    )
     from . import imports_done
     from ._render import TerminalRenderer
 
@@ -85,11 +91,12 @@ async def _demo(workspace: str, *, auto_approve: bool) -> int:
     completed = False
     async with ScriptedResponsesServer(model) as server:
         session = SessionConfig(
-            model="demo-model", cwd=workspace, approval_policy="untrusted", base_url=server.base_url
+            model=DEMO_MODEL, cwd=workspace, approval_policy="untrusted", base_url=server.base_url
         )
         # api_key="": the scripted server needs none, and a real key must not travel to it.
         # Ephemeral: a demo in a throwaway workspace is not a session worth keeping.
-        config = EngineConfig(session=session, api_key="", ephemeral=True)
+        # The scripted model is described in the catalogue: no unknown-model warning.
+        config = EngineConfig(session=session, api_key="", ephemeral=True, models=demo_catalog())
         async with Codex(config) as codex:
             await codex.submit(UserInput((TextInput("Show me what this machine is."),)))
             async for event in codex.events():

@@ -25,6 +25,7 @@ __all__ = [
     "MODEL_DETAILS",
     "BadRollout",
     "Codex",
+    "CommandInterrupted",
     "CommandRunner",
     "EngineClosed",
     "EngineConfig",
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ..tools.exec import ExecResult
+    from ..tools.exec import CommandInterrupted, ExecResult
     from ._rollout_reader import list_sessions, prune_sessions, recorded_agent_id
 
 _READERS = ("list_sessions", "prune_sessions", "recorded_agent_id")
@@ -62,10 +63,10 @@ def __getattr__(name: str) -> Any:
     # On first use, not with the engine (tests/test_import_guard.py): ExecResult with
     # the tool stack (commands, the reaper), which loads when a command runs; the
     # rollout reader when sessions are listed, pruned or looked up.
-    if name == "ExecResult":
-        from ..tools.exec import ExecResult
+    if name in ("ExecResult", "CommandInterrupted"):
+        from ..tools import exec as tool_exec
 
-        return ExecResult
+        return getattr(tool_exec, name)
     if name in _READERS:
         from . import _rollout_reader
 

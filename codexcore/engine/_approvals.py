@@ -90,6 +90,16 @@ class Answer(Value):
     reason: str | None = None
 
 
+class CallInterrupted(asyncio.CancelledError):
+    """The Task was cancelled while a call ran: ``output`` is what the model is told
+    of it (what the command printed, that it was stopped, how it ended), instead of
+    saying it never ran."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__("the call was interrupted")
+        self.output = output
+
+
 class TaskAborted(Exception):
     """Raised inside a Task when the user answers an approval with ``abort``."""
 

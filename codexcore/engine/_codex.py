@@ -177,7 +177,6 @@ class Codex:
         self._recording_news: str | None = None  # for the next event's emitter to tell
         acks = self.config.acknowledge_submissions
         self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
-        self._warned_models: set[str] = set()  # unknown models already warned about
         self._skills = SkillCatalogues()
 
     # --- lifecycle ----------------------------------------------------------

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._logging import get_logger
 from ..protocol import (
     ConfigureSession,
     SessionConfigured,
@@ -28,6 +29,8 @@ from ..protocol import (
 from ..tools._sandbox_status import SandboxStatus
 from ._rollout import RolloutWriter, config_record, meta_record
 from ._session import Session, new_agent_id
+
+log = get_logger(__name__)
 
 if TYPE_CHECKING:
     from ._codex import Codex
@@ -180,21 +183,26 @@ async def announce_session(codex: Codex, sub_id: str) -> None:
     await warn_if_unknown(codex, sub_id, c.model)
 
 
+_WARNED_MODELS: set[str] = set()
+"""Models this process has warned about: the note is the operator's, said once."""
+
+
 async def warn_if_unknown(codex: Codex, sub_id: str, model: str) -> None:
-    """One warning per engine for each model the catalogue does not know."""
-    if model in codex._warned_models or codex.config.models.lookup(model) is not None:
+    """Once per process for each model the catalogue does not know: a note for the
+    operator, logged (stderr) and sent as a ``warning`` event (for the UIs that show
+    warnings); never part of an answer."""
+    if model in _WARNED_MODELS or codex.config.models.lookup(model) is not None:
         return
-    codex._warned_models.add(model)
+    _WARNED_MODELS.add(model)
     assumed = codex.config.models.details(model)
-    await codex._emit(
-        sub_id,
-        WarningEvent(
-            f"model {model!r} is not in the model catalogue: assuming a "
-            f"{assumed.context_window}-token context window and "
-            f"{assumed.max_output_tokens} output tokens (describe it under "
-            f"[models.{json.dumps(model)}] in config.toml)"
-        ),
+    note = (
+        f"model {model!r} is not in the model catalogue: assuming a "
+        f"{assumed.context_window}-token context window and "
+        f"{assumed.max_output_tokens} output tokens (describe it under "
+        f"[models.{json.dumps(model)}] in config.toml)"
     )
+    log.warning(note, model=model)
+    await codex._emit(sub_id, WarningEvent(note))
 
 
 async def shutdown(codex: Codex, sub: Submission, _: object) -> None:

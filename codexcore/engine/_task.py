@@ -48,7 +48,7 @@ from ..protocol import (
     WarningEvent,
 )
 from ..protocol._value import Value
-from ._approvals import TaskAborted
+from ._approvals import CallInterrupted, TaskAborted
 from ._compact import Compactor, ContextWindowExceeded, is_context_window_exceeded
 from ._config import SessionConfig
 from ._history import History, Item
@@ -57,6 +57,7 @@ from ._models import BUILTIN_CATALOG, ModelCatalog
 from ._requests import (
     aborted_output,
     build_request,
+    call_output,
     is_call,
     is_refusal,
     message_text,
@@ -318,13 +319,18 @@ class Task:
     ) -> None:
         """Run the calls in order; their outputs go into the History either way.
 
-        Interrupted mid-way, the calls that never ran are answered as aborted,
-        so the next request is a valid conversation, and the stop goes on.
+        Interrupted mid-way, the call that was running is answered with what it did
+        until then (a command's output so far, that the user interrupted it, its
+        exit code), the calls that never ran as aborted, so the next request is a
+        valid conversation, and the stop goes on.
         """
         outputs: list[Item] = []
         try:
             for call in calls:
                 outputs.append(await self._tools.call(call, diff))
+        except CallInterrupted as exc:  # it ran until stopped: the model learns how far
+            outputs.append(call_output(calls[len(outputs)], exc.output))
+            raise
         except TaskAborted as exc:
             if exc.reason and exc.reason.strip():
                 # The user's words reach the model with the next Task's first request.

@@ -37,11 +37,19 @@ from ..protocol._value import Value
 from ..tools import apply_patch as patches
 from ..tools._read_only_subpaths import protected_part
 from ..tools.environment import command_environment
-from ..tools.exec import ExecResult, run_command
+from ..tools.exec import CommandInterrupted, ExecResult, run_command
 from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
 from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandbox_denial
-from ._approvals import Answer, Approvals, ApprovalWithdrawn, ExecPlan, TaskAborted, plan_exec
+from ._approvals import (
+    Answer,
+    Approvals,
+    ApprovalWithdrawn,
+    CallInterrupted,
+    ExecPlan,
+    TaskAborted,
+    plan_exec,
+)
 from ._config import CommandRunner, EngineConfig, SessionConfig
 from ._history import Item
 from ._images import ImageError, attached, image_message, load_image
@@ -265,13 +273,32 @@ class ToolRouter:
         return answer
 
     async def _run(self, call: ShellCall, *, confined: bool) -> ExecResult:
+        """Run the call's command; interrupted (the Task cancelled), it ends with the
+        output so far and how it was stopped, in its ``exec_command_end`` (recorded,
+        so a replay shows it) and in what the model is told (:class:`CallInterrupted`)."""
         runner = self._engine.command_runner
-        if not confined and runner is not None:
-            return await run_elsewhere(runner, call, self._emit)
-        spec = self._spec if confined else SandboxSpec(mode="danger-full-access")
-        return await run_exec(
-            call.call_id, call.argv, call.cwd, call.timeout_ms, spec, self._sandbox, self._emit
-        )
+        try:
+            if not confined and runner is not None:
+                return await run_elsewhere(runner, call, self._emit)
+            spec = self._spec if confined else SandboxSpec(mode="danger-full-access")
+            return await run_exec(
+                call.call_id, call.argv, call.cwd, call.timeout_ms, spec, self._sandbox, self._emit
+            )
+        except CommandInterrupted as exc:
+            result = exc.result
+            await self._emit(
+                ExecCommandEnd(
+                    call.call_id,
+                    result.stdout,
+                    result.stderr,
+                    result.aggregated_output,
+                    result.exit_code,
+                    result.duration_ms,
+                    "failed",
+                )
+            )
+            limit = self._engine.exec_output_limit
+            raise CallInterrupted(format_for_model(result, limit_bytes=limit)) from None
 
     # --- update_plan and view_image --------------------------------------------------
 
@@ -425,7 +452,9 @@ async def run_exec(
     """Run ``argv`` under ``spec`` (confined unless it is danger-full-access), with
     its ``exec_command_begin``/``output_delta``/``end`` events; the caller decided
     that it may run. Cancelled, the command's process group is killed and reaped
-    before ``CancelledError`` propagates (and no ``exec_command_end`` is sent)."""
+    before :class:`~codexcore.tools.exec.CommandInterrupted` (a ``CancelledError``
+    with the output so far) propagates, and no ``exec_command_end`` is sent: the
+    caller says how it ended (:meth:`ToolRouter._run`)."""
     await emit(ExecCommandBegin(call_id, argv, cwd, source))
 
     async def on_output(stream: OutputStream, chunk: bytes) -> None:
@@ -445,6 +474,7 @@ async def run_exec(
             # A cgroup only unconfined: bwrap's PID namespace already holds all
             # a confined command starts, and moving into a cgroup costs ~1 ms.
             cgroup=spec.mode == "danger-full-access",
+            report_interruption=True,
         )
     await emit(
         ExecCommandEnd(
@@ -463,7 +493,8 @@ async def run_exec(
 
 async def run_elsewhere(runner: CommandRunner, call: ShellCall, emit: Emit) -> ExecResult:
     """``call`` run by ``runner`` (see ``EngineConfig.command_runner``) between its begin
-    and end events (cancelled, no end event, as with :func:`run_exec`)."""
+    and end events (cancelled, no end event, as with :func:`run_exec`; a runner that
+    knows what the command did raises ``CommandInterrupted`` with it)."""
     await emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
     result = await runner(call.call_id, call.argv, call.cwd, call.timeout_ms)
     await emit(

@@ -47,6 +47,8 @@ __all__ = [
     "EXIT_NOT_EXECUTABLE",
     "EXIT_NOT_FOUND",
     "EXIT_TIMEOUT",
+    "INTERRUPTED_NOTE",
+    "CommandInterrupted",
     "ExecResult",
     "OnOutput",
     "OutputStream",
@@ -101,6 +103,21 @@ class ExecResult(Value):
     timed_out: bool
 
 
+INTERRUPTED_NOTE = "command interrupted by the user: its processes were killed"
+"""The line (after ``codexcore: ``) that ends an interrupted command's output."""
+
+
+class CommandInterrupted(asyncio.CancelledError):
+    """The cancellation of a command that had started: ``result`` is what it did until
+    then, its output so far ending with the :data:`INTERRUPTED_NOTE` line and its
+    exit code as killed (128 + the signal). It is a ``CancelledError``: whoever does
+    not look at the result sees the cancellation as ever."""
+
+    def __init__(self, result: ExecResult) -> None:
+        super().__init__(INTERRUPTED_NOTE)
+        self.result = result
+
+
 async def run_command(
     argv: Sequence[str],
     *,
@@ -113,6 +130,7 @@ async def run_command(
     pass_fds: Collection[int] = (),
     reap: bool = True,
     cgroup: bool = True,
+    report_interruption: bool = False,
 ) -> ExecResult:
     """Run ``argv`` in ``cwd`` and return its :class:`ExecResult`.
 
@@ -130,7 +148,10 @@ async def run_command(
     * Main process exited but its pipes are still open (a background job): after
       ``_PIPE_GRACE_S`` the rest of the group is killed and the call finishes.
     * Cancelled: the group gets SIGTERM, then SIGKILL after ``_TERM_GRACE_S``; the
-      child is reaped and the pipes closed before ``CancelledError`` propagates.
+      child is reaped and the pipes closed before ``CancelledError`` propagates
+      (with ``report_interruption``, as :class:`CommandInterrupted`, carrying what
+      the command did until then; opt-in, as ``asyncio.timeout`` only turns a
+      plain ``CancelledError`` into its ``TimeoutError``).
     * ``on_output`` raised: handled like cancellation, then its exception propagates.
     * This process dies, even by SIGKILL, while the command runs: with ``reap``
       (the default) the command's process group, and every process whose
@@ -187,6 +208,13 @@ async def run_command(
         _tell_reaper(functools.partial(reaper().register, run.pgid))
     try:
         timed_out = await run.supervise(None if timeout_ms is None else timeout_ms / 1000)
+    except asyncio.CancelledError:
+        await _run_to_completion(run.abort())
+        _log.debug("exec.aborted", pid=run.pgid)
+        if not report_interruption:
+            raise
+        run.capture.note(INTERRUPTED_NOTE)
+        raise CommandInterrupted(run.result(started, None)) from None
     except BaseException:
         await _run_to_completion(run.abort())
         _log.debug("exec.aborted", pid=run.pgid)
