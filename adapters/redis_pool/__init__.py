@@ -104,7 +104,11 @@ class RedisPool:
     def host(self, config: HostConfig) -> SessionHost:
         """A gateway: a session host whose sessions run on the pool's workers."""
         gateway = Gateway(
-            self.redis, self._reader(), self.config.keys, replay_events=config.replay_events
+            self.redis,
+            self._reader(),
+            self.config.keys,
+            replay_events=config.replay_events,
+            dead_letter_maxlen=self.config.dead_letter_maxlen,
         )
         return SessionHost(config, engines=gateway)
 

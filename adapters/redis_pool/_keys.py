@@ -24,6 +24,11 @@ class Keys:
         """Stream of new sessions (and handed-over ones), read by the ``workers`` group."""
         return f"{self.prefix}:sessions"
 
+    @property
+    def dead_letter(self) -> str:
+        """Stream of the entries no reader could decode, with why (see ``_poison``)."""
+        return f"{self.prefix}:dead-letter"
+
     def worker(self, name: str) -> str:
         """Hash: a live worker's host, pid and view of the workspace (expires)."""
         return f"{self.prefix}:worker:{name}"

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import orjson
 from redis.exceptions import RedisError, ResponseError
 
 from codexcore._logging import get_logger
@@ -61,6 +60,7 @@ from codexcore.protocol import (
 
 from . import _keys
 from ._keys import GROUP, Keys, event_id
+from ._poison import DEAD_LETTER_MAXLEN, DeadLetters, Poison, input_of, session_of
 from ._streams import Entries, StreamReader
 from ._workspace import workspace_id
 
@@ -87,6 +87,8 @@ class PoolConfig:
     trims whole nodes, so at least that many). ``duplicate_ttl`` seconds a
     submission id is remembered. An ended session's keys expire after
     ``ended_ttl`` seconds. ``max_sessions`` bounds what one worker owns.
+    ``dead_letter_maxlen`` entries are kept (approximately) in the dead-letter
+    stream, where readers move the entries they cannot decode.
     """
 
     keys: Keys = attrs.field(factory=Keys)
@@ -95,6 +97,7 @@ class PoolConfig:
     duplicate_ttl: float = 600.0
     ended_ttl: float = 600.0
     max_sessions: int = 10_000
+    dead_letter_maxlen: int = DEAD_LETTER_MAXLEN
 
 
 class Fenced(Exception):
@@ -134,6 +137,7 @@ class Worker:
         self._suspects: set[str] = set()  # workers with no connection at the last look
         self._room = asyncio.Event()
         self._room.set()
+        self.dead = DeadLetters(redis, self.keys, pool.dead_letter_maxlen, f"worker {self.name}")
         self._scripts = {
             name: redis.register_script(getattr(_keys, name))
             for name in ("TAKE", "RENEW", "EMIT", "ACCEPT", "END", "HAND_OVER", "RELEASE")
@@ -157,10 +161,15 @@ class Worker:
         """Claim and serve sessions until cancelled."""
         await self._ensure_group()
         log.info("worker ready", worker=self.name, lease=self.pool.lease)
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._claim_forever())
-            group.create_task(self._lease_forever())
-            group.create_task(self._claims_forever())
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._claim_forever())
+                group.create_task(self._lease_forever())
+                group.create_task(self._claims_forever())
+        except Exception:
+            # Said aloud: a worker that stops claiming must not do so in silence.
+            log.exception("worker stopped", worker=self.name)
+            raise
 
     async def aclose(self) -> None:
         """Hand every session over to the other workers (a graceful stop)."""
@@ -190,7 +199,18 @@ class Worker:
                 continue
             for _, entries in reply or []:
                 for entry_id, fields in entries:
-                    await self._take(fields[b"session"].decode(), entry_id.decode(), fresh=True)
+                    session_id = await self._offered(entry_id, fields)
+                    if session_id is not None:
+                        await self._take(session_id, entry_id.decode(), fresh=True)
+
+    async def _offered(self, entry_id: bytes, fields: dict[bytes, bytes]) -> str | None:
+        """The session an entry of the sessions stream offers; None for a poison entry,
+        which is acknowledged and moved aside here (the worker goes on)."""
+        try:
+            return session_of(fields)
+        except Poison as poison:
+            await self.dead.move(self.keys.sessions, entry_id, fields, poison, group=GROUP)
+            return None
 
     async def _agent_of(self, session_id: str) -> str | None:
         """The agent id the creating gateway chose (a resumed session keeps its
@@ -329,8 +349,8 @@ class Worker:
         for entry_id, fields in reply[1]:
             if not fields:
                 continue
-            session_id = fields[b"session"].decode()
-            if session_id not in self.sessions:
+            session_id = await self._offered(entry_id, fields)
+            if session_id is not None and session_id not in self.sessions:
                 await self._take(session_id, entry_id.decode())
 
     async def _claim_from_the_dead(self) -> None:
@@ -371,7 +391,9 @@ class Worker:
             for entry_id, fields in claimed:
                 if not fields:
                     continue
-                session_id = fields[b"session"].decode()
+                session_id = await self._offered(entry_id, fields)
+                if session_id is None:
+                    continue
                 await self.script("RELEASE")(keys=[keys.lease(session_id)], args=[dead])
                 log.info("worker gone: taking its session", worker=dead, session=session_id)
                 await self._take(session_id, entry_id.decode())
@@ -478,7 +500,11 @@ class OwnedSession:
             lambda: redis.lrange(keys.configs(self.id), 0, -1)
         )
         for data in configs:
-            op = decode_submission(data).op
+            try:
+                op = decode_submission(data).op
+            except ProtocolError as exc:
+                log.warning("unreadable configuration skipped", session=self.id, why=exc.message)
+                continue
             await self._internal_submit(op)
 
     async def _internal_submit(self, op: Any) -> None:
@@ -546,9 +572,16 @@ class OwnedSession:
                 return
             except EngineClosed:
                 return
+            except Exception:
+                # Whatever one entry does, the session's next submissions are answered.
+                log.exception("submission entry failed", session=self.id, id=entry_id.decode())
 
     async def _accept(self, entry_id: str, fields: dict[bytes, bytes]) -> None:
-        item = _submission_of(fields)
+        try:
+            item = input_of(fields)
+        except Poison as poison:
+            await self._refuse(entry_id, fields, poison)
+            return
         keys, worker = self.worker.keys, self.worker
         if isinstance(item, Rejected):
             sub_id, ttl, config = item.id, "", b""
@@ -571,6 +604,30 @@ class OwnedSession:
         else:
             # Accepted before (through any gateway, by any worker): acked, not run again.
             await self.write([Event(sub_id, 0, SubmissionAck(sub_id, duplicate=True))])
+
+    async def _refuse(self, entry_id: str, fields: dict[bytes, bytes], poison: Poison) -> None:
+        """An entry of the submission stream that is no submission: past it (the cursor
+        moves, fenced), aside (the dead-letter stream), and an ``error`` event on the
+        session, in order with the rest, so its clients hear of it."""
+        keys, worker = self.worker.keys, self.worker
+        await worker.retry(
+            lambda: worker.script("ACCEPT")(
+                keys=[
+                    keys.fence(self.id),
+                    keys.state(self.id),
+                    keys.seen(self.id, ""),  # not written: no id to remember
+                    keys.configs(self.id),
+                ],
+                args=[self.fence, entry_id, "", ""],
+            )
+        )
+        stream = keys.inbox(self.id)
+        await worker.dead.move(stream, entry_id, fields, poison)
+        message = (
+            f"a submission could not be read from the session's stream ({stream} entry "
+            f"{entry_id}): {poison.reason}; it was moved to {worker.dead.key}"
+        )
+        await self.codex.enqueue(Rejected(poison.submission_id, message))
 
     # --- events ---------------------------------------------------------------------
 
@@ -684,13 +741,3 @@ class OwnedSession:
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()
-
-
-def _submission_of(fields: dict[bytes, bytes]) -> Submission | Rejected:
-    if b"r" in fields:
-        value = orjson.loads(fields[b"r"])
-        return Rejected(str(value["id"]), str(value["message"]), str(value["code"]))
-    try:
-        return decode_submission(fields[b"s"])
-    except (KeyError, ProtocolError) as exc:
-        return Rejected("", f"a submission the gateway could not pass on: {exc}")
