@@ -1,8 +1,9 @@
 """Poison entries: stream entries a reader of the pool cannot decode.
 
 Every stream the pool reads has one decoder here, and every decoder one way
-to fail, :class:`Poison`, naming why (never quoting a value: a submission
-may carry secrets). The reader then moves the entry aside with
+to fail, :class:`Poison`, naming why in at most ``REASON_CHARS`` characters
+(which field, what is wrong with it: never the payload, which may carry
+secrets). The reader then moves the entry aside with
 :meth:`DeadLetters.move` and goes on with the next entry: one bad entry
 (a foreign producer, a codexcore of another version, a hand-typed ``XADD``)
 never stops a worker, a session or a gateway.
@@ -51,7 +52,7 @@ LOGGED_FIELDS = 8
 
 
 class Poison(Exception):
-    """An entry that cannot be decoded; ``reason`` says why without quoting values.
+    """An entry that cannot be decoded; ``reason`` says why (bounded, never the payload).
 
     ``submission_id`` is the id of the submission it was meant to be, when that
     much could be read (its ``error`` event then goes under that id).
