@@ -651,6 +651,11 @@ class OwnedSession:
                     return
         except Fenced:
             self.drop("fenced off: another worker took the session over")
+        except ResponseError:
+            # Redis refused the events (an entry forged above the session's numbering
+            # blocks its next ids): said aloud, and the session left to expire.
+            log.exception("the session's events cannot be written", session=self.id)
+            self.drop("its events cannot be written")
 
     async def write(self, events: list[Event]) -> None:
         """Number, encode and append ``events`` with the history lines that go with
