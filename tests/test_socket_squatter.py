@@ -88,10 +88,11 @@ class Squatter:
     async def connections(self) -> list[str]:
         """Every connection it saw: it is told to stop on a last one of ours, which it
         takes after every earlier one."""
-        reader, writer = await asyncio.open_unix_connection(str(self.path))
+        _reader, writer = await asyncio.open_unix_connection(str(self.path))
         writer.write(b"STOP\n")
         await writer.drain()
         writer.close()
+        await writer.wait_closed()
         assert self.process.stdout is not None
         out = await asyncio.wait_for(self.process.stdout.read(), 10)
         await self.process.wait()
