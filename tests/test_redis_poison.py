@@ -178,9 +178,13 @@ async def test_bad_input_on_a_session_stream_is_an_error_event_and_the_next_task
             await redis.aclose()
 
 
+@pytest.mark.parametrize("where", ["between", "ahead", "a copy ahead"])
 async def test_a_poison_event_is_skipped_by_every_gateway_and_moved_aside_once(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
+    """``between`` two events' ids, or ``ahead`` of the numbering (``XADD events *``: an
+    id of the current time, which would block the worker's every later id); ``a copy``
+    of the last event decodes, but not under its seq's entry id."""
     from redis.asyncio import Redis
 
     model = ScriptedModel(answers(2))
@@ -194,12 +198,13 @@ async def test_a_poison_event_is_skipped_by_every_gateway_and_moved_aside_once(
         redis: Any = Redis.from_url(running.redis.url)
         events = KEYS.events(session_id)
         try:
-            # Between two events' ids (as a foreign writer could put one): the worker's
-            # numbering goes on past it.
-            last = (await redis.xrevrange(events, count=1))[0][0]
+            last, fields = (await redis.xrevrange(events, count=1))[0]
             seq = int(last.split(b"-")[0])
-            forged = f"{seq}-5"
-            await redis.xadd(events, {"e": b"not an event"}, id=forged)
+            forged = f"{seq}-5" if where == "between" else "*"
+            data = fields[b"e"] if where == "a copy ahead" else b"not an event"
+            forged = (await redis.xadd(events, {"e": data}, id=forged)).decode()
+            # Both gateways have read it before the next Task writes (the worst case).
+            await eventually(lambda: _at_least(dead_letters(redis), 1), "a dead letter")
             await run_task(ui, "u2")
             await watcher.until("task_complete", id="u2")
             assert watcher.events() == ui.events()

@@ -63,6 +63,7 @@ class RemoteEngine:
         self._ended = False  # no events after the queued ones
         self._configured = False
         self._running: str | None = None
+        self.last_id = b"0-0"  # of the last event read from the stream
 
     @property
     def state(self) -> State:
@@ -72,8 +73,9 @@ class RemoteEngine:
 
     def feed(self, entries: Entries) -> None:
         for entry_id, fields in entries:
-            event = self._gateway.event_of(self.session_id, entry_id, fields)
+            event = self._gateway.event_of(self, entry_id, fields)
             if event is not None:
+                self.last_id = entry_id
                 self.take(event)
         self._ready.set()
 
@@ -144,13 +146,20 @@ class Gateway:
         self._replay_events = replay_events
         self._dead = DeadLetters(redis, keys, dead_letter_maxlen, "gateway")
 
-    def event_of(self, session_id: str, entry_id: bytes, fields: Fields) -> Event | None:
+    def event_of(self, engine: RemoteEngine, entry_id: bytes, fields: Fields) -> Event | None:
         """The event of one entry of a session's event stream; None for a poison entry,
         moved aside (by whichever gateway gets there first) and skipped."""
         try:
-            return event_of(fields)
+            return event_of(entry_id, fields)
         except Poison as poison:
-            self._dead.move_soon(self._keys.events(session_id), entry_id, fields, poison)
+            key = self._keys.events(engine.session_id)
+
+            def gone(out: bool) -> None:
+                # Out of the stream: read on from the last event, wherever the poison was.
+                if out:
+                    self._reader.rewind(key, engine.last_id, engine.feed)
+
+            self._dead.move_soon(key, entry_id, fields, poison, then=gone)
             return None
 
     async def create(self, session_id: str) -> RemoteEngine:
@@ -193,12 +202,14 @@ class Gateway:
         engine = RemoteEngine(self, session_id, _agent_of(state))
         past: list[Event] = []
         for entry_id, fields in entries:
-            event = self.event_of(session_id, entry_id, fields)
+            event = self.event_of(engine, entry_id, fields)
             if event is not None:
+                engine.last_id = entry_id
                 engine.observe(event)
                 past.append(event)
-        after = entries[-1][0] if entries else b"0-0"
-        self._reader.add(keys.events(session_id), after, engine.feed)
+        if not past and entries:
+            engine.last_id = entries[-1][0]  # never from the stream's start: its old events
+        self._reader.add(keys.events(session_id), engine.last_id, engine.feed)
         return engine, past
 
     def forget(self, session_id: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -31,7 +32,7 @@ from codexcore._logging import get_logger
 from codexcore.engine import Rejected
 from codexcore.protocol import Event, ProtocolError, Submission, decode_event, decode_submission
 
-from ._keys import Keys
+from ._keys import Keys, event_id
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -106,15 +107,19 @@ def _rejected_of(data: bytes) -> Rejected:
     return Rejected(value["id"], value["message"], value["code"])
 
 
-def event_of(fields: Fields) -> Event:
-    """An event a worker wrote to a session's event stream."""
+def event_of(entry_id: bytes, fields: Fields) -> Event:
+    """An event a worker wrote to a session's event stream, under the entry id its
+    seq gives (an event under another id was not written by an owner)."""
     data = fields.get(b"e")
     if data is None:
         raise Poison("no 'e' (event) field")
     try:
-        return decode_event(data)
+        event = decode_event(data)
     except ProtocolError as exc:
         raise Poison(f"'e' is not an event: {exc.message}") from None
+    if entry_id != event_id(event.seq).encode():
+        raise Poison(f"an event of seq {event.seq} under another entry id")
+    return event
 
 
 def field_names(fields: Fields) -> list[str]:
@@ -140,11 +145,13 @@ class DeadLetters:
         poison: Poison,
         *,
         group: str | None = None,
+        deleted: bool = False,
     ) -> bool:
-        """Acknowledge, delete, log and dead-letter one entry; True if this call moved it.
+        """Acknowledge, delete, log and dead-letter one entry (``deleted``: a script
+        took it out already); True once it is out of its stream, whoever moved it.
 
-        Redis trouble is logged, not raised: the entry then stays where it was
-        (still pending, for a consumer group, so a later claim tries again).
+        Redis trouble is logged, not raised, and answers False: the entry then stays
+        where it was (still pending, for a consumer group, so a later claim tries again).
         """
         entry = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         log.warning(
@@ -158,13 +165,13 @@ class DeadLetters:
         )
         redis: Any = self._redis
         try:
-            async with redis.pipeline(transaction=True) as pipe:
-                if group is not None:
-                    pipe.xack(stream, group, entry)
-                pipe.xdel(stream, entry)
-                deleted = (await pipe.execute())[-1]
             if not deleted:
-                return False  # another reader moved it first
+                async with redis.pipeline(transaction=True) as pipe:
+                    if group is not None:
+                        pipe.xack(stream, group, entry)
+                    pipe.xdel(stream, entry)
+                    if not (await pipe.execute())[-1]:
+                        return True  # another reader moved it first
             letter: dict[Any, Any] = {
                 "stream": stream,
                 "id": entry,
@@ -180,8 +187,19 @@ class DeadLetters:
             return False
         return True
 
-    def move_soon(self, stream: str, entry_id: bytes, fields: Fields, poison: Poison) -> None:
-        """:meth:`move` from a stream handler (which may not wait)."""
-        task = asyncio.create_task(self.move(stream, entry_id, fields, poison))
+    def move_soon(
+        self,
+        stream: str,
+        entry_id: bytes,
+        fields: Fields,
+        poison: Poison,
+        *,
+        deleted: bool = False,
+        then: Callable[[bool], None] | None = None,
+    ) -> None:
+        """:meth:`move` from code that may not wait; ``then`` gets its answer."""
+        task = asyncio.create_task(self.move(stream, entry_id, fields, poison, deleted=deleted))
         self._moves.add(task)
         task.add_done_callback(self._moves.discard)
+        if then is not None:
+            task.add_done_callback(lambda done: then(not done.cancelled() and done.result()))

@@ -75,6 +75,7 @@ INTERNAL = "redis-pool:"
 
 DELTAS = frozenset({"agent_message_delta", "agent_reasoning_delta", "exec_command_output_delta"})
 BATCH = 256
+FOREIGN = Poison("an entry at or above the session's next event id, which no owner wrote")
 RETRY_DELAY = 0.2
 
 
@@ -652,8 +653,8 @@ class OwnedSession:
         except Fenced:
             self.drop("fenced off: another worker took the session over")
         except ResponseError:
-            # Redis refused the events (an entry forged above the session's numbering
-            # blocks its next ids): said aloud, and the session left to expire.
+            # Not expected (EMIT clears what was forged in its way): said aloud, and the
+            # session left for another worker rather than silently stuck here.
             log.exception("the session's events cannot be written", session=self.id)
             self.drop("its events cannot be written")
 
@@ -677,7 +678,7 @@ class OwnedSession:
             lines = self._new_rollout_lines(events)
             running = "" if now_running == self.running else (now_running or "-")
             keys, worker = self.worker.keys, self.worker
-            await worker.retry(
+            written = await worker.retry(
                 lambda: worker.script("EMIT")(
                     keys=[
                         keys.fence(self.id),
@@ -697,6 +698,10 @@ class OwnedSession:
                 )
             )
             self.next_seq, self.running = seq, now_running
+        for entry_id, flat in written[1]:
+            # Entries no owner wrote, taken out of the way of the numbering by EMIT.
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            worker.dead.move_soon(keys.events(self.id), entry_id, fields, FOREIGN, deleted=True)
 
     def _new_rollout_lines(self, events: list[Event]) -> list[bytes]:
         """The whole lines the engine added to its rollout since the last write.

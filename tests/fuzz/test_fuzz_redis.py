@@ -89,18 +89,19 @@ def test_what_a_gateway_writes_decodes_back(
     assert input_of({b"r": orjson.dumps(rejected)}) == Rejected(rid, message, code)
 
 
-@given(_ENTRIES)
+@given(st.sampled_from([b"0-1", b"3-1", b"1795868315825-0"]), _ENTRIES)
 @fuzz(3_000)
-def test_event_of_decodes_or_names_the_poison(fields: dict[bytes, bytes]) -> None:
-    event, error = attempt(lambda: event_of(fields), Poison)
+def test_event_of_decodes_or_names_the_poison(entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+    event, error = attempt(lambda: event_of(entry_id, fields), Poison)
     if isinstance(error, Poison):
         _named(error)
     else:
         assert isinstance(event, Event)
+        assert entry_id == f"{event.seq}-1".encode()
 
 
 @given(s.EVENTS)
 @fuzz(1_000)
 def test_what_a_worker_writes_decodes_back(event: Event) -> None:
     data = encode_event(event)
-    assert event_of({b"e": data}) == event
+    assert event_of(f"{event.seq}-1".encode(), {b"e": data}) == event
