@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from .._host import HostConfig, SessionHost
 from ._gateway import Gateway, RemoteEngine
 from ._keys import WORKER_CLIENT, Keys
+from ._owned import Fenced
 from ._streams import BLOCK_MS, StreamReader
-from ._worker import Fenced, PoolConfig, Worker, default_worker_name
+from ._worker import PoolConfig, Worker, default_worker_name
 
 if TYPE_CHECKING:
     import httpx
