@@ -197,13 +197,19 @@ class RemoteCodex:
     @classmethod
     def connect_unix(
         cls,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         *,
         token: str | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         **options: Unpack[ClientOptions],
     ) -> _Opening:
-        """Connect to ``codexcore serve --unix`` at ``path``; options as for :meth:`connect_tcp`."""
+        """Connect to ``codexcore serve --unix`` at ``path`` (None: the default socket);
+        options as for :meth:`connect_tcp`.
+
+        Before anything is sent, the socket's folder must be this user's and closed to
+        others, and the server must run as this user (``SO_PEERCRED``); otherwise
+        :class:`~codexcore.adapters._unix_trust.UnsafeSocket` (a ``PermissionError``).
+        """
 
         async def dial() -> Link:
             return await open_unix(path, max_line_bytes)

@@ -156,8 +156,12 @@ async def open_tcp(host: str, port: int, ssl: _ssl.SSLContext | None, max_line_b
     return Link(reader, writer, max_line_bytes)
 
 
-async def open_unix(path: str | os.PathLike[str], max_line_bytes: int) -> Link:
-    reader, writer = await asyncio.open_unix_connection(os.fspath(path), limit=READ_CHUNK)
+async def open_unix(path: str | os.PathLike[str] | None, max_line_bytes: int) -> Link:
+    """Our own server's socket (``None``: the default one), checked before a byte is sent."""
+    from ._unix_trust import default_socket_path, open_unix_checked
+
+    where = default_socket_path() if path is None else path
+    reader, writer = await open_unix_checked(where, limit=READ_CHUNK)
     return Link(reader, writer, max_line_bytes)
 
 

@@ -81,7 +81,7 @@ class RemoteCodexThread:
     @classmethod
     def connect_unix(
         cls,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         *,
         token: str | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,

@@ -45,10 +45,11 @@ class RpcControlLink:
             host, port = parse_address(tcp)
             reader, writer = await asyncio.open_connection(host, port, limit=LINE_LIMIT)
         else:
-            from .unix import default_socket_path
+            from ._unix_trust import default_socket_path, open_unix_checked
 
+            # Checked before the token and the message go anywhere (a squatted folder).
             path = unix or str(default_socket_path())
-            reader, writer = await asyncio.open_unix_connection(path, limit=LINE_LIMIT)
+            reader, writer = await open_unix_checked(path, limit=LINE_LIMIT)
         link = cls(reader, writer)
         try:
             await link._initialize(token)

@@ -67,6 +67,7 @@ from ._client_types import (
     SubmissionRefused,
 )
 from ._control_client import ControlError, SenderOptions
+from ._unix_trust import UnsafeSocket
 
 # The ``X as X`` imports above are names of the implementation that this module defined
 # or imported before its split: still importable from here, not part of the API.
@@ -92,6 +93,7 @@ __all__ = [
     "SessionLost",
     "StdioOptions",
     "SubmissionRefused",
+    "UnsafeSocket",
     "default_stdio_argv",
 ]
 
@@ -113,5 +115,6 @@ for _public in (
     SessionLost,
     StdioOptions,
     SubmissionRefused,
+    UnsafeSocket,
 ):
     _public.__module__ = __name__  # shown, documented and pickled as this module's

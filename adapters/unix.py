@@ -2,7 +2,8 @@
 
 The socket is created with mode 0600 in a directory only its user can
 enter (made with mode 0700 when missing; an existing one that others can
-reach, or that another user owns, is refused). Every connection's peer is
+reach, that another user owns, or that is a link, is refused; the checks
+are shared with the clients, in :mod:`._unix_trust`). Every connection's peer is
 checked with ``SO_PEERCRED``: a process of another user is refused even if
 the permissions were loosened. So is a process that runs inside one of this
 server's own sandboxes (see :func:`not_sandboxed_by_us`), token or not. A
@@ -14,22 +15,24 @@ a native one in ``hello``, a JSON-RPC one in ``initialize``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import stat
-import struct
 from pathlib import Path
 
 from ._dialect import Dialects
 from ._host import SessionHost
 from ._native import READ_CHUNK
 from ._server import Listener, shutdown
+from ._unix_trust import default_socket_path, directory_problem, peer_credentials
 
 __all__ = [
     "SocketInUse",
     "UnixServer",
     "default_socket_path",
     "not_sandboxed_by_us",
+    "peer_credentials",
     "prepare_directory",
     "shutdown",
 ]
@@ -37,23 +40,6 @@ __all__ = [
 
 class SocketInUse(OSError):
     """The socket path cannot be used: a live server holds it, or it is unsafe."""
-
-
-def default_socket_path() -> Path:
-    """``$XDG_RUNTIME_DIR/codexcore/codexcore.sock``, else ``/tmp/codexcore-UID/codexcore.sock``."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) / "codexcore" if runtime else Path(f"/tmp/codexcore-{os.geteuid()}")
-    return base / "codexcore.sock"
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int, int]:
-    """The pid and uid of the process at the other end of a Unix socket (``SO_PEERCRED``).
-
-    The pid is as this process's PID namespace sees it, taken when the peer connected.
-    """
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return int(pid), int(uid)
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -177,17 +163,15 @@ class UnixServer(Listener):
 
 
 def prepare_directory(directory: Path) -> None:
-    """Make ``directory`` (mode 0700) if missing; refuse one another user owns or can enter."""
-    if not directory.exists():
+    """Make ``directory`` (mode 0700) if missing; refuse one that is a link, that another
+    user owns, or that others can enter (an explicit ``--unix /tmp/x.sock`` included:
+    ``/tmp`` is everyone's)."""
+    with contextlib.suppress(FileExistsError):  # judged below, whoever made it
         directory.mkdir(mode=0o700, parents=True)
-    info = os.stat(directory)
-    if info.st_uid != os.geteuid():
-        raise SocketInUse(f"{directory} belongs to uid {info.st_uid}, not to this user")
-    mode = stat.S_IMODE(info.st_mode)
-    if mode & 0o077:
+    problem = directory_problem(directory, private=True)
+    if problem is not None:
         raise SocketInUse(
-            f"{directory} is open to other users (mode {mode:04o}); "
-            "put the socket in a directory only you can enter (mode 0700)"
+            f"{problem}; put the socket in a directory only you own and can enter (mode 0700)"
         )
 
 

@@ -511,3 +511,72 @@ async def test_a_torn_last_line_loses_only_itself_after_a_resume(
     after = records[records.index(resumed[-1]) :]
     said = [r["event"]["msg"]["type"] for r in after if r["type"] == "event"]
     assert "task_complete" in said, f"{context}: the resumed Task was not recorded: {said}"
+
+
+# --- poison entries in the worker pool's streams -------------------------------------------
+
+SESSION_POISON = [{"foo": b"bar"}, {"session": b"{x} y"}, {"session": b"\xff"}]
+INPUT_POISON = [{"r": b"not json"}, {"r": b'{"id": "x"}'}, {"s": b"[]"}, {"foo": b"bar"}]
+
+
+async def test_poison_redis_entries_mid_task_are_passed_over(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Bad entries written into the sessions stream, a session's submission stream and its
+    event stream, at random moments of its Tasks: every Task still ends once, each bad
+    submission is one ``error`` event, and each entry lands in the dead-letter stream."""
+    from redis.asyncio import Redis
+
+    from codexcore.adapters.redis_pool import Keys
+    from codexcore.testing import ScriptedModel
+
+    from .redis_helpers import open_session, pool
+
+    random, keys, tasks = rng(request.node.name), Keys(), 3
+    slow = text_response("a b c d", chunks=4)
+    slow = attrs.evolve(slow, steps=(*truncated(slow).steps, Pause(0.3), *slow.steps[2:]))
+    async with pool(ScriptedModel([slow] * tasks + [text_response("after")]), tmp_path) as running:
+        gateway = await running.gateway()
+        await asyncio.gather(running.worker("w1"), running.worker("w2"))
+        ui, session_id = await open_session(gateway)
+        redis: Any = Redis.from_url(running.redis.url)
+        written: list[bytes] = []
+        inputs = 0
+        try:
+            for n in range(tasks):
+                await ui.send(say(f"u{n}", "go"))
+                await ui.until(random.choice(["task_started", "agent_message_delta"]), id=f"u{n}")
+                for _ in range(random.randint(1, 3)):
+                    if random.random() < 0.5:
+                        entry = random.choice(SESSION_POISON)
+                        written.append(await redis.xadd(keys.sessions, entry))
+                    else:
+                        written.append(
+                            await redis.xadd(keys.inbox(session_id), random.choice(INPUT_POISON))
+                        )
+                        inputs += 1
+                await ui.until("task_complete", id=f"u{n}", within=20)
+                last = (await redis.xrevrange(keys.events(session_id), count=1))[0][0]
+                # Between two events' ids, or ahead of the numbering (an id of now).
+                forged = random.choice([last.split(b"-")[0] + b"-9", b"*"])
+                written.append(await redis.xadd(keys.events(session_id), {"e": b"{"}, id=forged))
+            await ui.send(say("last", "go"))
+            await ui.until("task_complete", id="last", within=20)
+            letters = await _dead_letter_ids(redis, keys, len(written))
+            assert sorted(letters) == sorted(written), seed_note()
+        finally:
+            await redis.aclose()
+        ui.check_invariants()
+        errors = ui.of("error")
+        assert len(errors) == inputs, f"{errors}{seed_note()}"
+        assert all(e["code"] == "bad_submission" for e in errors), errors
+
+
+async def _dead_letter_ids(redis: Any, keys: Any, count: int) -> list[bytes]:
+    """The ids of the dead letters, once there are ``count`` (within 15 s)."""
+    async with asyncio.timeout(15):
+        while True:
+            found = [fields[b"id"] for _, fields in await redis.xrange(keys.dead_letter)]
+            if len(found) >= count:
+                return found
+            await asyncio.sleep(0.05)

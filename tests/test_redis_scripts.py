@@ -71,13 +71,33 @@ async def test_a_stale_fence_writes_nothing(r: Any) -> None:
         await emit(r, 1, range(0, 3))
     assert await r.xlen(KEYS.events(SID)) == 0
     assert await r.llen(KEYS.history(SID)) == 0
-    assert await emit(r, 2, range(0, 3)) == 3
+    assert await emit(r, 2, range(0, 3)) == [3, []]
     entries = await r.xrange(KEYS.events(SID))
     assert [e[0] for e in entries] == [b"0-1", b"1-1", b"2-1"]
     assert await r.hget(KEYS.state(SID), "next_seq") == b"3"
     # A second writer cannot slip an event in under a seq already written.
     with pytest.raises(ResponseError):
         await emit(r, 2, range(2, 3))
+
+
+async def test_an_entry_forged_ahead_of_the_numbering_is_taken_out_of_its_way(r: Any) -> None:
+    """``XADD events *`` gets an id of the current time: every later ``<seq>-1`` would be
+    refused. EMIT takes such entries out, sets the stream's last id back, and answers them."""
+    await take(r, "w1")
+    assert await emit(r, 1, range(0, 2)) == [2, []]
+    at_next = await r.xadd(KEYS.events(SID), {"e": b"also"}, id="2-1")  # the next id itself
+    forged = await r.xadd(KEYS.events(SID), {"e": b"forged"})
+    assert await emit(r, 1, range(2, 4)) == [
+        2,
+        [[at_next, [b"e", b"also"]], [forged, [b"e", b"forged"]]],
+    ]
+    entries = await r.xrange(KEYS.events(SID))
+    assert [e[0] for e in entries] == [b"0-1", b"1-1", b"2-1", b"3-1"]
+    assert entries[2][1] == {b"e": b"event 2"}
+    # Forged, then taken out by a gateway: the stream's last id stays ahead all the same.
+    await r.xdel(KEYS.events(SID), await r.xadd(KEYS.events(SID), {"e": b"forged"}))
+    assert await emit(r, 1, range(4, 5)) == [1, []]
+    assert (await r.xrevrange(KEYS.events(SID), count=1))[0][0] == b"4-1"
 
 
 async def test_a_renewal_with_a_stale_fence_is_refused(r: Any) -> None:

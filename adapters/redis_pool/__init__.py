@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from .._host import HostConfig, SessionHost
 from ._gateway import Gateway, RemoteEngine
 from ._keys import WORKER_CLIENT, Keys
+from ._owned import Fenced
 from ._streams import BLOCK_MS, StreamReader
-from ._worker import Fenced, PoolConfig, Worker, default_worker_name
+from ._worker import PoolConfig, Worker, default_worker_name
 
 if TYPE_CHECKING:
     import httpx
@@ -104,7 +105,11 @@ class RedisPool:
     def host(self, config: HostConfig) -> SessionHost:
         """A gateway: a session host whose sessions run on the pool's workers."""
         gateway = Gateway(
-            self.redis, self._reader(), self.config.keys, replay_events=config.replay_events
+            self.redis,
+            self._reader(),
+            self.config.keys,
+            replay_events=config.replay_events,
+            dead_letter_maxlen=self.config.dead_letter_maxlen,
         )
         return SessionHost(config, engines=gateway)
 

@@ -24,15 +24,14 @@ from codexcore.engine import EngineClosed, Rejected, State, new_agent_id
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
     Event,
-    ProtocolError,
     ShutdownComplete,
     Submission,
-    decode_event,
     encode_submission,
 )
 
 from .._host import HostRefusal
 from ._keys import Keys
+from ._poison import DEAD_LETTER_MAXLEN, DeadLetters, Fields, Poison, event_of
 from ._streams import Entries, StreamReader
 
 if TYPE_CHECKING:
@@ -64,6 +63,7 @@ class RemoteEngine:
         self._ended = False  # no events after the queued ones
         self._configured = False
         self._running: str | None = None
+        self.last_id = b"0-0"  # of the last event read from the stream
 
     @property
     def state(self) -> State:
@@ -72,11 +72,11 @@ class RemoteEngine:
         return State.IDLE if self._configured else State.UNCONFIGURED
 
     def feed(self, entries: Entries) -> None:
-        for _, fields in entries:
-            try:
-                self.take(decode_event(fields[b"e"]))
-            except (KeyError, ProtocolError) as exc:
-                log.warning("bad event in the stream", session=self.session_id, error=str(exc))
+        for entry_id, fields in entries:
+            event = self._gateway.event_of(self, entry_id, fields)
+            if event is not None:
+                self.last_id = entry_id
+                self.take(event)
         self._ready.set()
 
     def take(self, event: Event) -> None:
@@ -132,12 +132,35 @@ class Gateway:
     """The engine source of a gateway's host (an :class:`EngineSource`)."""
 
     def __init__(
-        self, redis: Redis, reader: StreamReader, keys: Keys, *, replay_events: int
+        self,
+        redis: Redis,
+        reader: StreamReader,
+        keys: Keys,
+        *,
+        replay_events: int,
+        dead_letter_maxlen: int = DEAD_LETTER_MAXLEN,
     ) -> None:
         self._redis = redis
         self._reader = reader
         self._keys = keys
         self._replay_events = replay_events
+        self._dead = DeadLetters(redis, keys, dead_letter_maxlen, "gateway")
+
+    def event_of(self, engine: RemoteEngine, entry_id: bytes, fields: Fields) -> Event | None:
+        """The event of one entry of a session's event stream; None for a poison entry,
+        moved aside (by whichever gateway gets there first) and skipped."""
+        try:
+            return event_of(entry_id, fields)
+        except Poison as poison:
+            key = self._keys.events(engine.session_id)
+
+            def gone(out: bool) -> None:
+                # Out of the stream: read on from the last event, wherever the poison was.
+                if out:
+                    self._reader.rewind(key, engine.last_id, engine.feed)
+
+            self._dead.move_soon(key, entry_id, fields, poison, then=gone)
+            return None
 
     async def create(self, session_id: str) -> RemoteEngine:
         keys = self._keys
@@ -178,12 +201,15 @@ class Gateway:
         entries.reverse()
         engine = RemoteEngine(self, session_id, _agent_of(state))
         past: list[Event] = []
-        for _, fields in entries:
-            event = decode_event(fields[b"e"])
-            engine.observe(event)
-            past.append(event)
-        after = entries[-1][0] if entries else b"0-0"
-        self._reader.add(keys.events(session_id), after, engine.feed)
+        for entry_id, fields in entries:
+            event = self.event_of(engine, entry_id, fields)
+            if event is not None:
+                engine.last_id = entry_id
+                engine.observe(event)
+                past.append(event)
+        if not past and entries:
+            engine.last_id = entries[-1][0]  # never from the stream's start: its old events
+        self._reader.add(keys.events(session_id), engine.last_id, engine.feed)
         return engine, past
 
     def forget(self, session_id: str) -> None:

@@ -24,6 +24,11 @@ class Keys:
         """Stream of new sessions (and handed-over ones), read by the ``workers`` group."""
         return f"{self.prefix}:sessions"
 
+    @property
+    def dead_letter(self) -> str:
+        """Stream of the entries no reader could decode, with why (see ``_poison``)."""
+        return f"{self.prefix}:dead-letter"
+
     def worker(self, name: str) -> str:
         """Hash: a live worker's host, pid and view of the workspace (expires)."""
         return f"{self.prefix}:worker:{name}"
@@ -126,11 +131,26 @@ return renewed
 
 # KEYS fence events state history; ARGV fence maxlen running next_seq n (id data)*n line*
 # running: '' unchanged, '-' none, else the running Task's id.
+# -> {n, foreign}: foreign are entries found at or above the session's next id, which
+# no owner wrote: they are taken out, so the numbering goes on, and the caller
+# dead-letters them. One forged with XADD * (an id of the current time) moves the
+# stream's last id far ahead even once deleted (by a gateway): a refused first XADD
+# sets it back to the top entry and tries again. So a second write of a seq already
+# written is still refused.
 EMIT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('FENCED') end
 local n = tonumber(ARGV[5])
+local next_id = (redis.call('HGET', KEYS[3], 'next_seq') or '0') .. '-1'
+local foreign = redis.call('XRANGE', KEYS[2], next_id, '+', 'COUNT', 64)
+for _, entry in ipairs(foreign) do redis.call('XDEL', KEYS[2], entry[1]) end
 for i = 0, n - 1 do
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], ARGV[6 + 2 * i], 'e', ARGV[7 + 2 * i])
+  local id, data = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
+  local added = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], id, 'e', data)
+  if type(added) == 'table' and added.err then
+    local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+    redis.call('XSETID', KEYS[2], top[1] and top[1][1] or '0-0')
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], id, 'e', data)
+  end
 end
 for i = 6 + 2 * n, #ARGV do redis.call('RPUSH', KEYS[4], ARGV[i]) end
 if ARGV[3] == '-' then
@@ -139,7 +159,7 @@ elseif ARGV[3] ~= '' then
   redis.call('HSET', KEYS[3], 'running', ARGV[3])
 end
 redis.call('HSET', KEYS[3], 'next_seq', ARGV[4])
-return n
+return {n, foreign}
 """
 
 # KEYS fence state seen configs; ARGV fence entry_id ttl_ms config

@@ -48,6 +48,7 @@ class StreamReader:
         self._blocked = False
         self._changed = asyncio.Event()
         self._kicks: set[asyncio.Task[None]] = set()
+        self._rewound: set[bytes] = set()  # keys rewound while the read was out
 
     def add(self, key: str, after: bytes | str, handler: Handler) -> None:
         """Follow ``key`` from the entry after ``after`` (``0-0``: from the start)."""
@@ -55,8 +56,22 @@ class StreamReader:
         self._cursors[name] = after if isinstance(after, bytes) else after.encode()
         self._handlers[name] = handler
         self._changed.set()
+        self._start_kick(force=False)
+
+    def rewind(self, key: str, after: bytes, handler: Handler) -> None:
+        """Follow ``key`` again from the entry after ``after``, if ``handler`` still
+        follows it: entries taken out of the stream (a forged one, far ahead) left the
+        cursor past where the stream's writer goes on."""
+        name = key.encode()
+        if name not in self._cursors or self._handlers.get(name) != handler:
+            return
+        self._cursors[name] = after
+        self._rewound.add(name)
+        self._start_kick(force=True)
+
+    def _start_kick(self, *, force: bool) -> None:
         if self._blocked:
-            kick = asyncio.create_task(self._kick())
+            kick = asyncio.create_task(self._kick(force=force))
             self._kicks.add(kick)
             kick.add_done_callback(self._kicks.discard)
 
@@ -65,10 +80,11 @@ class StreamReader:
         self._cursors.pop(name, None)
         self._handlers.pop(name, None)
 
-    async def _kick(self) -> None:
-        """End the blocked read so it is issued again with every key."""
+    async def _kick(self, *, force: bool) -> None:
+        """End the blocked read so it is issued again with every key (``force``: even
+        when it has them all, for a cursor that moved back)."""
         for _ in range(100):
-            if not self._blocked or set(self._cursors) <= self._asked:
+            if not self._blocked or (not force and set(self._cursors) <= self._asked):
                 return
             client_id = self._client_id
             with contextlib.suppress(Exception):
@@ -88,7 +104,8 @@ class StreamReader:
                     continue
                 result = await self._read_once()
                 for key, entries in result:
-                    self._deliver(key, entries)
+                    if key not in self._rewound:  # else read from the old cursor
+                        self._deliver(key, entries)
         finally:
             for kick in tuple(self._kicks):
                 kick.cancel()
@@ -99,6 +116,7 @@ class StreamReader:
                 self._client_id = int(await self._reader.client_id())
             streams = dict(self._cursors)
             self._asked = frozenset(streams)
+            self._rewound.clear()
             self._blocked = True
             try:
                 result = await self._reader.xread(streams, count=COUNT, block=BLOCK_MS)  # type: ignore[arg-type]

@@ -29,8 +29,6 @@ resume) are not published.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime
 import os
 import socket
 import time
@@ -39,29 +37,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import orjson
 from redis.exceptions import RedisError, ResponseError
 
 from codexcore._logging import get_logger
-from codexcore.engine import Codex, EngineClosed, EngineConfig, ModelClientPool, Rejected
-from codexcore.protocol import (
-    TERMINAL_EVENT_TYPES,
-    ConfigureSession,
-    Event,
-    ProtocolError,
-    ResumeSession,
-    ShutdownComplete,
-    Submission,
-    SubmissionAck,
-    TurnAborted,
-    WarningEvent,
-    decode_submission,
-    encode_event,
-)
+from codexcore.engine import EngineConfig, ModelClientPool
 
 from . import _keys
-from ._keys import GROUP, Keys, event_id
-from ._streams import Entries, StreamReader
+from ._keys import GROUP, Keys
+from ._owned import Fenced, OwnedSession
+from ._poison import DEAD_LETTER_MAXLEN, DeadLetters, Poison, session_of
+from ._streams import StreamReader
 from ._workspace import workspace_id
 
 if TYPE_CHECKING:
@@ -70,11 +55,6 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 _T = TypeVar("_T")
 
-INTERNAL = "redis-pool:"
-"""Submission ids of the worker's own submissions; their events are not published."""
-
-DELTAS = frozenset({"agent_message_delta", "agent_reasoning_delta", "exec_command_output_delta"})
-BATCH = 256
 RETRY_DELAY = 0.2
 
 
@@ -87,6 +67,8 @@ class PoolConfig:
     trims whole nodes, so at least that many). ``duplicate_ttl`` seconds a
     submission id is remembered. An ended session's keys expire after
     ``ended_ttl`` seconds. ``max_sessions`` bounds what one worker owns.
+    ``dead_letter_maxlen`` entries are kept (approximately) in the dead-letter
+    stream, where readers move the entries they cannot decode.
     """
 
     keys: Keys = attrs.field(factory=Keys)
@@ -95,10 +77,7 @@ class PoolConfig:
     duplicate_ttl: float = 600.0
     ended_ttl: float = 600.0
     max_sessions: int = 10_000
-
-
-class Fenced(Exception):
-    """The session has a newer owner: this worker must not write to it any more."""
+    dead_letter_maxlen: int = DEAD_LETTER_MAXLEN
 
 
 def default_worker_name() -> str:
@@ -134,6 +113,7 @@ class Worker:
         self._suspects: set[str] = set()  # workers with no connection at the last look
         self._room = asyncio.Event()
         self._room.set()
+        self.dead = DeadLetters(redis, self.keys, pool.dead_letter_maxlen, f"worker {self.name}")
         self._scripts = {
             name: redis.register_script(getattr(_keys, name))
             for name in ("TAKE", "RENEW", "EMIT", "ACCEPT", "END", "HAND_OVER", "RELEASE")
@@ -157,10 +137,15 @@ class Worker:
         """Claim and serve sessions until cancelled."""
         await self._ensure_group()
         log.info("worker ready", worker=self.name, lease=self.pool.lease)
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._claim_forever())
-            group.create_task(self._lease_forever())
-            group.create_task(self._claims_forever())
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._claim_forever())
+                group.create_task(self._lease_forever())
+                group.create_task(self._claims_forever())
+        except Exception:
+            # Said aloud: a worker that stops claiming must not do so in silence.
+            log.exception("worker stopped", worker=self.name)
+            raise
 
     async def aclose(self) -> None:
         """Hand every session over to the other workers (a graceful stop)."""
@@ -190,7 +175,18 @@ class Worker:
                 continue
             for _, entries in reply or []:
                 for entry_id, fields in entries:
-                    await self._take(fields[b"session"].decode(), entry_id.decode(), fresh=True)
+                    session_id = await self._offered(entry_id, fields)
+                    if session_id is not None:
+                        await self._take(session_id, entry_id.decode(), fresh=True)
+
+    async def _offered(self, entry_id: bytes, fields: dict[bytes, bytes]) -> str | None:
+        """The session an entry of the sessions stream offers; None for a poison entry,
+        which is acknowledged and moved aside here (the worker goes on)."""
+        try:
+            return session_of(fields)
+        except Poison as poison:
+            await self.dead.move(self.keys.sessions, entry_id, fields, poison, group=GROUP)
+            return None
 
     async def _agent_of(self, session_id: str) -> str | None:
         """The agent id the creating gateway chose (a resumed session keeps its
@@ -329,8 +325,8 @@ class Worker:
         for entry_id, fields in reply[1]:
             if not fields:
                 continue
-            session_id = fields[b"session"].decode()
-            if session_id not in self.sessions:
+            session_id = await self._offered(entry_id, fields)
+            if session_id is not None and session_id not in self.sessions:
                 await self._take(session_id, entry_id.decode())
 
     async def _claim_from_the_dead(self) -> None:
@@ -371,7 +367,9 @@ class Worker:
             for entry_id, fields in claimed:
                 if not fields:
                     continue
-                session_id = fields[b"session"].decode()
+                session_id = await self._offered(entry_id, fields)
+                if session_id is None:
+                    continue
                 await self.script("RELEASE")(keys=[keys.lease(session_id)], args=[dead])
                 log.info("worker gone: taking its session", worker=dead, session=session_id)
                 await self._take(session_id, entry_id.decode())
@@ -397,300 +395,3 @@ def _default_home() -> Path:
     from codexcore.engine import default_home
 
     return default_home()
-
-
-class OwnedSession:
-    """One session this worker owns: its engine, its pump and its submissions."""
-
-    def __init__(
-        self,
-        worker: Worker,
-        session_id: str,
-        entry_id: str,
-        fence: int,
-        next_seq: int,
-        cursor: str,
-        agent_id: str | None = None,
-    ) -> None:
-        self.worker = worker
-        self.id = session_id
-        self.entry_id = entry_id
-        self.fence = fence
-        self.next_seq = next_seq
-        self.cursor = cursor
-        self.running: str | None = None  # the Task whose terminal event is still due
-        self.codex = Codex(
-            worker.config,
-            clients=worker.clients,
-            threadsafe=False,
-            session_id=session_id,
-            agent_id=agent_id,
-        )
-        self._lock = asyncio.Lock()  # one write at a time, in seq order
-        self._inbox: list[tuple[bytes, dict[bytes, bytes]]] = []
-        self._inbox_ready = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
-        self._rollout: Path | None = None
-        self._rollout_offset = 0
-        self._dropped = False
-        self._internal = 0
-
-    # --- start, stop ----------------------------------------------------------------
-
-    async def start(self, *, previous: str, running: str) -> None:
-        await self.codex.start()
-        await asyncio.sleep(0)  # see SessionHost._create
-        if previous:
-            await self._restore()
-        if running:
-            self.running = running
-            who = previous or "unknown"
-            await self.write(
-                [
-                    Event(
-                        running,
-                        0,
-                        WarningEvent(
-                            f"worker {who} was lost while running this Task; "
-                            f"worker {self.worker.name} took the session over"
-                        ),
-                    ),
-                    Event(running, 0, TurnAborted("worker_lost")),
-                ]
-            )
-        self._tasks = [
-            asyncio.create_task(self._pump(), name=f"codexcore-worker-pump-{self.id}"),
-            asyncio.create_task(self._accept_forever(), name=f"codexcore-worker-in-{self.id}"),
-        ]
-        self.worker.reader.add(self.worker.keys.inbox(self.id), self.cursor, self._feed)
-
-    async def _restore(self) -> None:
-        """Rebuild the engine's session from what Redis holds of it."""
-        keys, redis = self.worker.keys, self.worker.redis_any
-        lines: list[bytes] = await self.worker.retry(
-            lambda: redis.lrange(keys.history(self.id), 0, -1)
-        )
-        if lines and not self.worker.config.ephemeral:
-            self._write_rollout(lines)
-            await self._internal_submit(ResumeSession(self.id))
-            return
-        configs: list[bytes] = await self.worker.retry(
-            lambda: redis.lrange(keys.configs(self.id), 0, -1)
-        )
-        for data in configs:
-            op = decode_submission(data).op
-            await self._internal_submit(op)
-
-    async def _internal_submit(self, op: Any) -> None:
-        self._internal += 1
-        await self.codex.enqueue(Submission(f"{INTERNAL}{self._internal}", op))
-
-    def _write_rollout(self, lines: list[bytes]) -> None:
-        for old in self.worker.home.glob(f"sessions/*/*/*/rollout-*-{self.id}.jsonl"):
-            old.unlink(missing_ok=True)
-        now = datetime.datetime.now(datetime.UTC)
-        day = self.worker.home / "sessions" / f"{now:%Y}" / f"{now:%m}" / f"{now:%d}"
-        day.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = day / f"rollout-{now:%Y-%m-%dT%H-%M-%S}-{self.id}.jsonl"
-        data = b"\n".join(lines) + b"\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        self._rollout, self._rollout_offset = path, len(data)
-
-    def drop(self, why: str) -> None:
-        """Stop serving the session here without writing anything more to it."""
-        if self._dropped:
-            return
-        self._dropped = True
-        log.warning("session dropped", session=self.id, worker=self.worker.name, why=why)
-        self.worker.reader.remove(self.worker.keys.inbox(self.id))
-        self.worker.forget(self)
-        current = asyncio.current_task()
-        for task in self._tasks:
-            if task is not current:
-                task.cancel()
-        self.codex.request_close()
-        closer = asyncio.create_task(self.codex.aclose())
-        self._tasks.append(closer)
-
-    async def hand_over(self) -> None:
-        """A graceful stop: offer the session to the other workers now."""
-        keys = self.worker.keys
-        with contextlib.suppress(Fenced, RedisError, OSError):
-            await self.worker.script("HAND_OVER")(
-                keys=[keys.fence(self.id), keys.lease(self.id), keys.sessions],
-                args=[self.fence, GROUP, self.entry_id, self.id],
-            )
-        self.drop("handed over")
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    # --- submissions ----------------------------------------------------------------
-
-    def _feed(self, entries: Entries) -> None:
-        self._inbox.extend(entries)
-        self._inbox_ready.set()
-
-    async def _accept_forever(self) -> None:
-        while True:
-            while not self._inbox:
-                self._inbox_ready.clear()
-                await self._inbox_ready.wait()
-            entry_id, fields = self._inbox.pop(0)
-            try:
-                await self._accept(entry_id.decode(), fields)
-            except Fenced:
-                self.drop("fenced off: another worker took the session over")
-                return
-            except EngineClosed:
-                return
-
-    async def _accept(self, entry_id: str, fields: dict[bytes, bytes]) -> None:
-        item = _submission_of(fields)
-        keys, worker = self.worker.keys, self.worker
-        if isinstance(item, Rejected):
-            sub_id, ttl, config = item.id, "", b""
-        else:
-            sub_id, ttl = item.id, str(int(worker.pool.duplicate_ttl * 1000))
-            config = fields[b"s"] if isinstance(item.op, ConfigureSession) else b""
-        fresh = await worker.retry(
-            lambda: worker.script("ACCEPT")(
-                keys=[
-                    keys.fence(self.id),
-                    keys.state(self.id),
-                    keys.seen(self.id, sub_id),
-                    keys.configs(self.id),
-                ],
-                args=[self.fence, entry_id, ttl, config],
-            )
-        )
-        if fresh:
-            await self.codex.enqueue(item)
-        else:
-            # Accepted before (through any gateway, by any worker): acked, not run again.
-            await self.write([Event(sub_id, 0, SubmissionAck(sub_id, duplicate=True))])
-
-    # --- events ---------------------------------------------------------------------
-
-    async def _pump(self) -> None:
-        codex = self.codex
-        try:
-            while True:
-                try:
-                    event: Event | None = await codex.next_event()
-                except EngineClosed:
-                    return
-                batch: list[Event] = []
-                while event is not None and len(batch) < BATCH:
-                    batch.append(event)
-                    event = codex.next_event_nowait() if len(batch) < BATCH else None
-                published = [e for e in batch if not e.id.startswith(INTERNAL)]
-                if published:
-                    await self.write(published)
-                if any(isinstance(e.msg, ShutdownComplete) for e in published):
-                    await self._end()
-                    return
-        except Fenced:
-            self.drop("fenced off: another worker took the session over")
-
-    async def write(self, events: list[Event]) -> None:
-        """Number, encode and append ``events`` with the history lines that go with
-        them, as one fenced script; raises :class:`Fenced`."""
-        async with self._lock:
-            if self._dropped:
-                raise Fenced
-            seq, now_running = self.next_seq, self.running
-            pairs: list[bytes | str] = []
-            for event in events:
-                kind = event.msg.TYPE
-                if kind == "task_started":
-                    now_running = event.id
-                elif kind in TERMINAL_EVENT_TYPES and event.id == now_running:
-                    now_running = None
-                data = encode_event(Event(event.id, seq, event.msg))
-                pairs += [event_id(seq), data]
-                seq += 1
-            lines = self._new_rollout_lines(events)
-            running = "" if now_running == self.running else (now_running or "-")
-            keys, worker = self.worker.keys, self.worker
-            await worker.retry(
-                lambda: worker.script("EMIT")(
-                    keys=[
-                        keys.fence(self.id),
-                        keys.events(self.id),
-                        keys.state(self.id),
-                        keys.history(self.id),
-                    ],
-                    args=[
-                        self.fence,
-                        worker.pool.replay_events,
-                        running,
-                        seq,
-                        len(events),
-                        *pairs,
-                        *lines,
-                    ],
-                )
-            )
-            self.next_seq, self.running = seq, now_running
-
-    def _new_rollout_lines(self, events: list[Event]) -> list[bytes]:
-        """The whole lines the engine added to its rollout since the last write.
-
-        The engine records before it queues an event, so the lines of every
-        event written now are among them.
-        """
-        if self.worker.config.ephemeral:
-            return []
-        if self._rollout is None:
-            if all(e.msg.TYPE in DELTAS for e in events):
-                return []
-            found = list(self.worker.home.glob(f"sessions/*/*/*/rollout-*-{self.id}.jsonl"))
-            if not found:
-                return []
-            self._rollout = found[0]
-        try:
-            with open(self._rollout, "rb") as file:
-                file.seek(self._rollout_offset)
-                data = file.read()
-        except OSError:
-            return []
-        end = data.rfind(b"\n") + 1
-        self._rollout_offset += end
-        return data[:end].splitlines()
-
-    async def _end(self) -> None:
-        """The session has shut down: release it; its keys expire after a while."""
-        keys, worker = self.worker.keys, self.worker
-        with contextlib.suppress(Fenced):
-            await worker.retry(
-                lambda: worker.script("END")(
-                    keys=[
-                        keys.fence(self.id),
-                        keys.lease(self.id),
-                        keys.state(self.id),
-                        keys.sessions,
-                        *keys.session_keys(self.id),
-                    ],
-                    args=[self.fence, GROUP, self.entry_id, int(worker.pool.ended_ttl)],
-                )
-            )
-        log.info("session ended", session=self.id)
-        self._dropped = True
-        worker.reader.remove(keys.inbox(self.id))
-        worker.forget(self)
-        for task in self._tasks:
-            if task is not asyncio.current_task():
-                task.cancel()
-
-
-def _submission_of(fields: dict[bytes, bytes]) -> Submission | Rejected:
-    if b"r" in fields:
-        value = orjson.loads(fields[b"r"])
-        return Rejected(str(value["id"]), str(value["message"]), str(value["code"]))
-    try:
-        return decode_submission(fields[b"s"])
-    except (KeyError, ProtocolError) as exc:
-        return Rejected("", f"a submission the gateway could not pass on: {exc}")
