@@ -241,13 +241,18 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     )
 
 
+MAX_TOKEN_FILE_BYTES = 4096
+
+
 def _token(args: argparse.Namespace) -> str | None:
     if args.token_file:
+        from ..tools._safe_read import read_regular
+
         info = os.stat(args.token_file)
         if stat.S_IMODE(info.st_mode) & 0o077:
             _say(f"warning: {args.token_file} is readable by other users")
-        with open(args.token_file, encoding="utf-8") as file:
-            token = file.read().strip()
+        # Not a regular file of at most 4 KiB (a FIFO, /dev/zero): refused, never waited on.
+        token = read_regular(args.token_file, MAX_TOKEN_FILE_BYTES).decode("utf-8").strip()
         if not token:
             raise ValueError(f"{args.token_file} holds no token")
         return token
