@@ -3,7 +3,8 @@
 Text is text; an image is an image input (a web address as it is, else a data
 URL), refused when the model is not known to take images; a resource link is
 the file's text (the editor's buffer when it offers ``fs/read_text_file``, else
-the disk) or, not a file, the link itself; an embedded resource is its text, an
+the disk, up to 1 MiB, a regular file only: a FIFO or a device is named as
+unreadable) or, not a file, the link itself; an embedded resource is its text, an
 image, or a line naming a binary. File text is wrapped in ``<context ref>``, as
 Codex's own ACP agent does. Audio is refused (``promptCapabilities.audio`` is false).
 """
@@ -27,8 +28,9 @@ from acp.schema import (
 
 from codexcore._logging import get_logger
 from codexcore.protocol import ImageInput, InputItem, TextInput
+from codexcore.tools._safe_read import read_head
 
-from ._acp_session import AcpSession, read_disk
+from ._acp_session import READ_LIMIT, AcpSession
 
 log = get_logger(__name__)
 
@@ -72,10 +74,20 @@ async def _linked(session: AcpSession, uri: str, name: str) -> str:
             log.warning("editor could not read a linked file", path=path, error=str(exc))
             content = None
     else:
-        content = await asyncio.to_thread(read_disk, path)
+        try:
+            content = await asyncio.to_thread(_read_disk, path)
+        except OSError as exc:
+            log.warning("a linked file cannot be read", path=path, error=str(exc))
+            return f"[@{name}]({uri}) (could not be read: {exc.strerror or exc})"
     if content is None:
         return f"[@{name}]({uri}) (could not be read)"
     return _context(uri, content)
+
+
+def _read_disk(path: str) -> str:
+    """The linked file's text, up to :data:`READ_LIMIT` bytes; opened without blocking,
+    so a FIFO or a device is an ``OSError`` saying what it is, never a wait."""
+    return read_head(path, READ_LIMIT)[0].decode("utf-8", "replace")
 
 
 def _is_web(uri: str) -> bool:

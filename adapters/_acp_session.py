@@ -53,6 +53,7 @@ from codexcore.protocol import (
     UserInput,
     WarningEvent,
 )
+from codexcore.tools._safe_read import read_head
 
 from ._acp_map import ToolCallMapper, Update, message_chunk, terminal, thought_chunk
 from ._acp_modes import CUSTOM_MODE, MODES_BY_ID, mode_of, mode_state, policies_of
@@ -372,8 +373,7 @@ class AcpSession:
 def read_disk(path: str) -> str | None:
     """Up to :data:`READ_LIMIT` bytes of the file at ``path`` as text, or None when
     it cannot be read."""
-    try:
-        with open(path, "rb") as file:
-            return file.read(READ_LIMIT).decode("utf-8", "replace")
+    try:  # a path from the client: a FIFO or a device is refused, never waited on
+        return read_head(path, READ_LIMIT)[0].decode("utf-8", "replace")
     except OSError:
         return None

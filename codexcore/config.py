@@ -60,6 +60,7 @@ from ._config_settings import (
     _validate,
 )
 from .protocol._value import Value
+from .tools._safe_read import read_regular
 
 __all__ = [
     "CODEX_ALIASES",
@@ -231,11 +232,15 @@ def _suggest(key: str, prefix: str, here: tuple[str, ...], elsewhere: str | None
     return None
 
 
+MAX_CONFIG_BYTES: Final = 1 << 20
+"""The largest ``config.toml`` read; a larger one (or one that is not a regular file)
+is a :class:`ConfigError`."""
+
+
 def _read_file(path: str, where: str, ctx: _Context) -> tuple[_File | None, list[str]]:
     """The validated file and its warnings; ``(None, [])`` when it does not exist."""
     try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
+        raw = read_regular(path, MAX_CONFIG_BYTES)  # a FIFO or a device is refused at once
     except FileNotFoundError:
         return None, []
     except OSError as exc:

@@ -286,3 +286,24 @@ def http_bytes(response: ScriptedResponse) -> bytes:
     head = [f"HTTP/1.1 {response.status} OK", *(f"{k}: {v}" for k, v in response.headers)]
     body = b"".join(step for step in response.steps if isinstance(step, bytes))
     return ("\r\n".join([*head, "connection: close"]) + "\r\n\r\n").encode() + body
+
+
+# --- a read stuck in a worker thread ------------------------------------------------------
+
+STUCK_SERVE = """
+import os, stat, sys
+import codexcore.engine._turn_diff as turn_diff
+
+def blocking_read(path, **_):
+    if stat.S_ISFIFO(os.stat(path).st_mode):
+        print(f"stuck reading {path}", file=sys.stderr, flush=True)
+    with open(path, "rb") as file:  # a FIFO with no writer: blocks for good
+        return file.read().decode()
+
+turn_diff._read_text = blocking_read
+from codexcore.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+"""``python -c STUCK_SERVE serve ...``: ``codexcore serve`` whose turn diff reads as
+it did before issue 26 (a plain blocking ``open``), so a Task whose command leaves
+a FIFO in place of a file has a worker thread stuck for good."""

@@ -28,6 +28,7 @@ from codexcore.protocol import (
     decode_submission,
     encode_event,
 )
+from codexcore.tools._safe_read import open_regular
 
 from ._keys import GROUP, event_id
 from ._poison import Poison, input_of
@@ -346,10 +347,11 @@ class OwnedSession:
             if not found:
                 return []
             self._rollout = found[0]
-        try:
-            with open(self._rollout, "rb") as file:
+        try:  # found by name: a FIFO put there is refused, never waited on
+            file, size = open_regular(str(self._rollout))
+            with file:
                 file.seek(self._rollout_offset)
-                data = file.read()
+                data = file.read(max(0, size - self._rollout_offset))
         except OSError:
             return []
         end = data.rfind(b"\n") + 1

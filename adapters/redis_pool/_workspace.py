@@ -12,6 +12,8 @@ import os
 import secrets
 from pathlib import Path
 
+from codexcore.tools._safe_read import read_regular
+
 MARKER = ".codexcore-workspace"
 
 
@@ -21,7 +23,8 @@ def workspace_id(directory: str | Path) -> str:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        return path.read_text(encoding="utf-8").strip()
+        # The marker is in a shared workspace: a FIFO there must not hang the worker.
+        return read_regular(str(path), 4096).decode("utf-8", "replace").strip()
     marker = secrets.token_hex(16)
     try:
         os.write(fd, marker.encode() + b"\n")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import SUMMARIES, plain
+from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 
 if TYPE_CHECKING:
     from ..adapters._dialect import Dialects
@@ -241,13 +242,18 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     )
 
 
+MAX_TOKEN_FILE_BYTES = 4096
+
+
 def _token(args: argparse.Namespace) -> str | None:
     if args.token_file:
+        from ..tools._safe_read import read_regular
+
         info = os.stat(args.token_file)
         if stat.S_IMODE(info.st_mode) & 0o077:
             _say(f"warning: {args.token_file} is readable by other users")
-        with open(args.token_file, encoding="utf-8") as file:
-            token = file.read().strip()
+        # Not a regular file of at most 4 KiB (a FIFO, /dev/zero): refused, never waited on.
+        token = read_regular(args.token_file, MAX_TOKEN_FILE_BYTES).decode("utf-8").strip()
         if not token:
             raise ValueError(f"{args.token_file} holds no token")
         return token
@@ -284,9 +290,11 @@ def _dialects(args: argparse.Namespace) -> Dialects:
 async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_fd: int) -> int:
     from ..adapters.stdio import serve_stdio
 
-    return await serve_stdio(
+    executor = use_io_threads()
+    code = await serve_stdio(
         in_fd, out_fd, config, dialects=dialects, after_first_answer=_load_first_turn
     )
+    return await release_io_threads(executor, code, EXIT_GRACE)
 
 
 async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
@@ -295,6 +303,7 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
     from ..adapters.tcp import TcpServer, parse_address, tls_context
     from ..adapters.unix import UnixServer
 
+    executor = use_io_threads()
     host = SessionHost(config)
     await host.start()
     dialects = _dialects(args)
@@ -318,12 +327,12 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
     except (OSError, ValueError) as exc:
         _say(f"cannot serve: {exc}")
         await shutdown(host, listeners, grace=1.0)
-        return 1
+        return await release_io_threads(executor, 1, EXIT_GRACE)
     await until_signalled()
     await shutdown(host, listeners, grace=config.stuck_timeout)
     if sockets is not None:
         await sockets.aclose()
-    return 0
+    return await release_io_threads(executor, 0, EXIT_GRACE)
 
 
 def _session_sockets(

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import base64
 import os
-import stat
 from typing import Any
 
 import attrs
 
 from ..protocol._value import Value
+from ..tools._safe_read import FileRefused, FileTooLarge, read_regular
 from ._history import Item
 
 VIEW_IMAGE_TOOL: dict[str, Any] = {
@@ -90,10 +90,6 @@ def load_image(
             "view_image only reads images inside it"
         )
     data = _read_regular(path, raw_path, limit)
-    if len(data) > limit:  # grew since fstat
-        raise ImageError(
-            f"{raw_path} is over {limit} bytes; images up to {limit} bytes are attached"
-        )
     mime = sniff_image_type(data[:16])
     if mime is None:
         raise ImageError(
@@ -104,27 +100,18 @@ def load_image(
 
 
 def _read_regular(path: str, raw_path: str, limit: int) -> bytes:
-    """At most ``limit + 1`` bytes of the regular file ``path``. Opened non-blocking and
-    checked on the open file: a FIFO or device never blocks or feeds the read."""
+    """All of the regular file ``path`` (already resolved: a link put in its place since
+    is refused), opened without blocking and read no further than ``limit``."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_regular(path, limit, follow_links=False)
+    except FileTooLarge as exc:
+        raise ImageError(
+            f"{raw_path} is {exc.size} bytes; images up to {limit} bytes are attached"
+        ) from None
+    except FileRefused as exc:
+        raise ImageError(f"{raw_path} {exc.problem}") from None
     except OSError as exc:
         raise ImageError(f"cannot read {raw_path}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ImageError(f"{raw_path} is not a regular file")
-        if info.st_size > limit:
-            raise ImageError(
-                f"{raw_path} is {info.st_size} bytes; images up to {limit} bytes are attached"
-            )
-        with os.fdopen(fd, "rb", buffering=0, closefd=False) as file:
-            # One byte more than it said: a file that grew is caught, not cut.
-            return file.read(min(info.st_size, limit) + 1)
-    except OSError as exc:
-        raise ImageError(f"cannot read {raw_path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
 
 
 def _inside(path: str, root: str) -> bool:

@@ -32,6 +32,7 @@ from typing import Literal
 import attrs
 
 from ..protocol._value import Value
+from ..tools._safe_read import read_head
 from ._config import SessionConfig
 from ._history import Item
 
@@ -93,7 +94,7 @@ def agents_paths(cwd: str, home: str | None) -> list[tuple[str, Scope]]:
 
 def _discover(cwd: str, home: str | None) -> tuple[str, list[tuple[str, Scope]]]:
     found: list[tuple[str, Scope]] = []
-    if home is not None and os.path.isfile(path := os.path.join(home, PROJECT_DOC)):
+    if home is not None and _present(path := os.path.join(home, PROJECT_DOC)):
         found.append((path, "global"))
     root = project_root(cwd)
     relative = os.path.relpath(cwd, root)
@@ -102,9 +103,15 @@ def _discover(cwd: str, home: str | None) -> tuple[str, list[tuple[str, Scope]]]
     for part in [None, *parts]:
         if part is not None:
             directory = os.path.join(directory, part)
-        if os.path.isfile(path := os.path.join(directory, PROJECT_DOC)):
+        if _present(path := os.path.join(directory, PROJECT_DOC)):
             found.append((path, "project"))
     return root, found
+
+
+def _present(path: str) -> bool:
+    """Whether there is an AGENTS.md at ``path`` to read: anything but a directory (a
+    FIFO or a device is found, then refused by the read with a warning, never read)."""
+    return os.path.lexists(path) and not os.path.isdir(path)
 
 
 def read_project_docs(cwd: str, home: str | None, max_bytes: int) -> ProjectDocs:
@@ -131,7 +138,8 @@ def read_project_docs(cwd: str, home: str | None, max_bytes: int) -> ProjectDocs
             )
             continue
         try:
-            size, text, sent = _read_capped(path, budget)
+            # The link check again at the open: a link swapped in meanwhile is refused.
+            size, text, sent = _read_capped(path, budget, (root,) if scope == "project" else None)
         except OSError as exc:
             warnings.append(f"cannot read {path}: {exc.strerror or exc}; it is left out")
             continue
@@ -153,12 +161,13 @@ def _leads_outside(path: str, root: str) -> bool:
     return not target.startswith(inside.rstrip(os.sep) + os.sep)
 
 
-def _read_capped(path: str, budget: int) -> tuple[int, str, int]:
+def _read_capped(path: str, budget: int, within: tuple[str, ...] | None) -> tuple[int, str, int]:
     """The file's size, its text up to ``budget`` bytes (a character cut in two is
-    left out whole), and how many of its bytes that text is."""
-    with open(path, "rb") as file:
-        size = os.fstat(file.fileno()).st_size
-        data = file.read(budget) if budget else b""
+    left out whole), and how many of its bytes that text is. Raises ``OSError``
+    (:class:`~..tools._safe_read.NotRegularFile` for a FIFO, a device...)."""
+    data, size = read_head(
+        path, budget, within=within
+    )  # a FIFO or a device is refused, never waited on
     final = len(data) >= size  # the whole file was read: no character can be cut
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     text = decoder.decode(data, final=final)

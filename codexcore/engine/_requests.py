@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import ImageInput, InputItem, LocalImageInput, SkillInput, TextInput, UserMessage
+from ..tools._safe_read import read_regular
 from ._config import SessionConfig
 from ._history import History, Item
-from ._images import VIEW_IMAGE_TOOL
+from ._images import MAX_IMAGE_BYTES, VIEW_IMAGE_TOOL
 from ._instructions import is_contextual
 from ._models import BUILTIN_CATALOG, ModelCatalog
 from ._plan import PLAN_TOOL
@@ -126,7 +127,7 @@ def _data_url(item: LocalImageInput) -> str:
     if mime is None or not mime.startswith("image/"):
         raise InputError(f"local_image {item.path}: not an image file type")
     try:
-        data = path.read_bytes()
+        data = read_regular(str(path), MAX_IMAGE_BYTES)  # a FIFO or a device is refused
     except OSError as exc:
         raise InputError(f"local_image {item.path}: {exc.strerror or exc}") from None
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"

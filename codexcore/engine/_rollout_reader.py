@@ -31,12 +31,17 @@ from ..protocol import (
     decode_submission,
 )
 from ..protocol._value import Value
+from ..tools._safe_read import FileRefused, open_regular
 from ._config import SessionConfig
 from ._history import History, Item
 from ._instructions import is_contextual
 from ._rollout import BadRollout, UnknownSession, agent_id_of, events_of
 
 log = get_logger(__name__)
+
+MAX_ROLLOUT_BYTES = 1 << 30
+"""The largest session file read back (resume, fork, listing, history); a larger one
+is refused as bad, naming its size."""
 
 _CHANGES = ("turn", "tool_outputs", "fork", "compacted")
 _FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
@@ -63,17 +68,30 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _numbered_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The records of the file as it was when opened (lines appended since are left
+    for the next reader). Opened without blocking: anything but a regular file of at
+    most :data:`MAX_ROLLOUT_BYTES` (a FIFO named like a session file) is bad."""
     try:
-        with open(path, "rb") as file:
-            for number, line in enumerate(file, 1):
-                if not line.endswith(b"\n"):
-                    return  # the write of this line was cut short
-                yield number, _parse(path, number, line)
+        file, left = open_regular(str(path), max_size=MAX_ROLLOUT_BYTES)
     except OSError as exc:
         raise BadRollout(path, _os_problem(exc)) from None
+    with file:
+        number = 0
+        while left > 0:
+            try:
+                line = file.readline(left)
+            except OSError as exc:
+                raise BadRollout(path, _os_problem(exc)) from None
+            number += 1
+            left -= len(line)
+            if not line.endswith(b"\n"):
+                return  # the write of this line was cut short (or the file was)
+            yield number, _parse(path, number, line)
 
 
 def _os_problem(exc: OSError) -> str:
+    if isinstance(exc, FileRefused):
+        return exc.problem
     if isinstance(exc, IsADirectoryError):
         return "is a directory, not a session file"
     if isinstance(exc, PermissionError):

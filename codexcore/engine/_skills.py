@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import stat
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from ..protocol import (
     TextInput,
 )
 from ..protocol._value import Value
+from ..tools._safe_read import FileRefused, FileTooLarge, read_regular
 from ._frontmatter import FrontMatterError, parse_front_matter
 from ._history import History, Item
 from ._instructions import SKILLS_CATALOGUE_OPEN
@@ -133,22 +133,15 @@ def _skill_files(root: str, errors: list[SkillErrorInfo]) -> list[str]:
 
 def read_skill_text(path: str) -> str:
     """The text of the ``SKILL.md`` at ``path`` (a regular file, at most
-    :data:`MAX_SKILL_BYTES`, UTF-8)."""
+    :data:`MAX_SKILL_BYTES`, UTF-8; opened without blocking, so a FIFO is refused)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = read_regular(path, MAX_SKILL_BYTES)
+    except FileTooLarge:
+        raise SkillError(f"larger than {MAX_SKILL_BYTES} bytes") from None
+    except FileRefused as exc:
+        raise SkillError(exc.problem) from None
     except OSError as exc:
         raise SkillError(f"cannot read: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SkillError("not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            data = file.read(MAX_SKILL_BYTES + 1)
-    except OSError as exc:
-        raise SkillError(f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SKILL_BYTES:
-        raise SkillError(f"larger than {MAX_SKILL_BYTES} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -312,6 +312,8 @@ class Task:
 
     async def _report_diff(self, diff: TurnDiffTracker) -> None:
         if diff.touched and (text := await asyncio.to_thread(diff.diff)):
+            for warning in diff.warnings:
+                await self._emit(WarningEvent(warning))
             await self._emit(TurnDiff(text))
 
     async def _run_calls(

@@ -35,7 +35,9 @@ from ..protocol import (
 )
 from ..protocol._value import Value
 from ..tools import apply_patch as patches
+from ..tools._patch_fs import MAX_PATCH_FILE_BYTES
 from ..tools._read_only_subpaths import protected_part
+from ..tools._safe_read import read_regular
 from ..tools.environment import command_environment
 from ..tools.exec import CommandInterrupted, ExecResult, run_command
 from ..tools.output import format_for_model
@@ -550,9 +552,10 @@ def _baselines(edits: list[patches.FileEdit]) -> list[tuple[str, str | None]]:
 
 
 def _read_or_none(path: str) -> str | None:
+    """A move target's text before the patch; None when absent, unreadable or not a
+    regular file of at most the patch tool's limit."""
     try:
-        with open(path, encoding="utf-8") as file:
-            return file.read()
+        return read_regular(path, MAX_PATCH_FILE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 

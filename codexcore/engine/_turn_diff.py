@@ -7,12 +7,18 @@ places a confined command can write. The snapshot is bounded (file count,
 file size, total bytes) and skips ``.git``; files beyond the bounds are left
 out of the diff rather than making every Turn slow. At the end of the Turn,
 every baseline is compared with the disk.
+
+Every read opens without blocking and checks the open file: a path a command
+turned into a FIFO, a device or a link to one is not read (it shows as removed,
+with a warning saying what it is now), so a Turn always ends.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
+
+from ..tools._safe_read import NotRegularFile, read_regular
 
 MAX_FILES = 5_000
 MAX_FILE_BYTES = 1 << 20
@@ -29,6 +35,7 @@ class TurnDiffTracker:
         self._cwd = cwd
         self._baseline: Baseline = {}
         self._snapshot_roots: tuple[str, ...] = ()
+        self.warnings: list[str] = []  # by diff(): files it could not read, and why
 
     @property
     def touched(self) -> bool:
@@ -55,17 +62,24 @@ class TurnDiffTracker:
         current = dict(_read_tree(self._snapshot_roots)) if self._snapshot_roots else {}
         paths = sorted(set(self._baseline) | set(current))
         parts = []
+        refused: list[NotRegularFile] = []
         for path in paths:
             before = self._baseline.get(path)
-            after = current[path] if path in current else _read_text(path)
+            after = current[path] if path in current else _read_text(path, refused=refused)
             if before != after:
                 parts.append(self._file_diff(path, before, after))
+        self.warnings = [
+            f"{self._shown(e.path)} {e.problem}: the turn diff shows it as removed" for e in refused
+        ]
         return "".join(parts)
+
+    def _shown(self, path: str) -> str:
+        return os.path.relpath(path, self._cwd) if _under(path, self._cwd) else path
 
     def _file_diff(self, path: str, before: str | None, after: str | None) -> str:
         from ..tools.apply_patch import unified_diff  # the patch tools load with a first change
 
-        shown = os.path.relpath(path, self._cwd) if _under(path, self._cwd) else path
+        shown = self._shown(path)
         # unified_diff shows an absolute path bare and a relative one under a/ and b/.
         a, b = (shown, shown) if os.path.isabs(shown) else (f"a/{shown}", f"b/{shown}")
         header = f"diff --git {a} {b}\n"
@@ -80,14 +94,20 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _read_text(path: str) -> str | None:
-    """A file's text, or None when it is absent, too large or not text."""
+def _read_text(
+    path: str, *, follow_links: bool = True, refused: list[NotRegularFile] | None = None
+) -> str | None:
+    """A file's text, or None when it is absent, too large, not text or not a regular
+    file (a command may leave a FIFO or a link to ``/dev/zero`` in its place: it is
+    opened without blocking and never read past the limit); that last is added to
+    ``refused``."""
     try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            return None
-        with open(path, "rb") as file:
-            data = file.read()
+        data = read_regular(path, MAX_FILE_BYTES, follow_links=follow_links)
         return data.decode("utf-8")
+    except NotRegularFile as exc:
+        if refused is not None:
+            refused.append(exc)
+        return None
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -96,7 +116,7 @@ def _read_tree(roots: Sequence[str]) -> Iterator[tuple[str, str | None]]:
     """(path, text) for the text files under ``roots``, within the bounds."""
     files = total = 0
     for path in _walk(roots):
-        text = _read_text(path)
+        text = _read_text(path, follow_links=False)  # the walk yields no links
         if text is None:
             continue
         files += 1

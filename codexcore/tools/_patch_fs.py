@@ -22,6 +22,10 @@ from ._patch_types import (
     PatchApplyError,
     UpdateFile,
 )
+from ._safe_read import FileTooLarge, NotRegularFile, read_regular
+
+MAX_PATCH_FILE_BYTES = 16 << 20
+"""The largest file a patch reads (to update, delete or move it)."""
 
 
 def resolve_path(path: str, cwd: str) -> str:
@@ -118,12 +122,18 @@ def _read_text(path: str, shown: str, *, lossy: bool) -> str | None:
     and check a file that is deleted or overwritten whole); otherwise it fails.
     """
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        # Non-blocking and bounded: a FIFO or /dev/zero named in a patch is refused
+        # at planning, before any approval is asked.
+        data = read_regular(path, MAX_PATCH_FILE_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except IsADirectoryError:
-        raise PatchApplyError(f"{shown} is a directory, not a file", path) from None
+    except NotRegularFile as error:
+        raise PatchApplyError(f"{shown} {error.problem}", path) from None
+    except FileTooLarge as error:
+        raise PatchApplyError(
+            f"{shown} is {error.size} bytes; apply_patch edits files up to {error.limit} bytes",
+            path,
+        ) from None
     except OSError as error:
         raise PatchApplyError(f"Failed to read {shown}: {error.strerror}", path) from None
     try:
