@@ -138,9 +138,9 @@ def test_the_testing_pages_tests_run_as_written_under_plain_pytest(tmp_path: Pat
     blocks = [code for code in python_blocks("testing.md") if "def test_" in code]
     assert len(blocks) == 1, "docs/testing.md has one runnable test file"
     (tmp_path / "test_from_the_docs.py").write_text(blocks[0])
+    plain = ["-p", "no:anyio", "-p", "no:cacheprovider", "-W", "error"]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:anyio", "-p", "no:cacheprovider"]
-        + ["-W", "error", "test_from_the_docs.py"],
+        [sys.executable, "-m", "pytest", "-q", *plain, "test_from_the_docs.py"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -17,7 +17,6 @@ import pytest
 import respx
 
 from codexcore import Codex, EngineConfig, SessionConfig
-
 from codexcore.model import (
     Completed,
     ModelClient,
