@@ -24,9 +24,19 @@ test command) runs ``QUICK`` of it, so the plain command stays quick."""
 QUICK = 0.02
 # Read at import, before the autouse fixture clears CODEXCORE_* for each test.
 SCALE = float(os.environ.get("CODEXCORE_FUZZ_SCALE") or "1")
-# Imported while collecting, after Hypothesis' plugin loaded --hypothesis-profile.
-PROFILE = settings.get_current_profile_name()
-FRACTION = PROFILE_FRACTION.get(PROFILE, QUICK) * SCALE
+
+
+def profile() -> str:
+    """The Hypothesis profile in force. Read when a test module is imported (collection,
+    after Hypothesis' plugin loaded --hypothesis-profile), never when this conftest is:
+    pytest imports it before that when it is given ``tests/fuzz`` on the command line."""
+    return settings.get_current_profile_name()
+
+
+def fraction() -> float:
+    """The part of each share this run spends (the profile's, times the scale)."""
+    return PROFILE_FRACTION.get(profile(), QUICK) * SCALE
+
 
 CASES: Counter[str] = Counter()
 EXAMPLES: dict[str, int] = {}  # cases each test must run, by "module.test"
@@ -43,7 +53,7 @@ def fuzz(share: int) -> Callable[[F], F]:
     def decorate(test: F) -> F:
         key = f"{test.__module__.rpartition('.')[2]}.{test.__name__}"
         SHARES[key] = share
-        EXAMPLES[key] = examples = max(1, round(share * FRACTION))
+        EXAMPLES[key] = examples = max(1, round(share * fraction()))
 
         @functools.wraps(test)
         def counted(*args: Any, **kwargs: Any) -> Any:
@@ -51,7 +61,7 @@ def fuzz(share: int) -> Callable[[F], F]:
             return test(*args, **kwargs)
 
         # pytest-timeout's 60 s is for one ordinary test; a scaled-up fuzz run needs more.
-        limit = pytest.mark.timeout(180 * max(1.0, FRACTION))
+        limit = pytest.mark.timeout(180 * max(1.0, fraction()))
         return limit(settings(max_examples=examples)(counted))  # type: ignore[no-any-return]
 
     return decorate
@@ -76,12 +86,12 @@ class BudgetCheck(pytest.Item):
         if short:
             raise BudgetShort(f"fuzz tests that ran fewer cases than their share: {short}")
         ran = sum(CASES.values())
-        if FRACTION >= 1 and not FAILED and ran < BUDGET:
+        if fraction() >= 1 and not FAILED and ran < BUDGET:
             raise BudgetShort(f"{ran} cases ran, under the budget of {BUDGET}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, BudgetShort):
-            return f"fuzz case budget ({PROFILE} profile): {excinfo.value}"
+            return f"fuzz case budget ({profile()} profile): {excinfo.value}"
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int, str]:
@@ -113,8 +123,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if CASES:
         ran = sum(CASES.values())
         terminalreporter.write_line(
-            f"fuzz: {ran} cases in {len(CASES)} tests ({PROFILE} profile: "
-            f"{FRACTION:g} of the {sum(SHARES.values())}-case budget)"
+            f"fuzz: {ran} cases in {len(CASES)} tests ({profile()} profile: "
+            f"{fraction():g} of the {sum(SHARES.values())}-case budget)"
         )
 
 
