@@ -5,9 +5,17 @@ loop on a thread of its own, so it works whether or not the calling program
 runs an asyncio loop, and the caller never blocks that loop::
 
     with CodexThread() as codex:
-        codex.submit(UserInput((TextInput("list the files"),)))
+        result = codex.run("list the files")  # one Task: blocks until it ends
+        print(result.final_message)
+
+Or the stream, which goes on for the engine's whole life (iteration ends only
+after a ``Shutdown``: break out at the event you wait for)::
+
+    with CodexThread() as codex:
+        sub_id = codex.submit(UserInput((TextInput("list the files"),)))
         for event in codex:
-            ...
+            if event.id == sub_id and event.msg.TYPE in TERMINAL_EVENT_TYPES:
+                break
 
 With ``on_event`` every event is handed to the callback on a delivery thread
 instead (a UI toolkit would post it to its own main thread from there); the
@@ -21,13 +29,24 @@ import contextlib
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import janus
 
 from codexcore._logging import get_logger
-from codexcore.engine import Codex, EngineClosed, EngineConfig, Rejected
+from codexcore.engine import (
+    Approver,
+    Codex,
+    EngineClosed,
+    EngineConfig,
+    ModelClientPool,
+    Rejected,
+    TaskInput,
+    TaskResult,
+)
+from codexcore.engine._run import answer, ends, task_op
 from codexcore.protocol import Event, Op, Submission
 
 from ._loop_thread import LoopThread
@@ -43,6 +62,14 @@ EventCallback = Callable[[Event], None]
 class CodexThread:
     """A :class:`~codexcore.Codex` on its own thread, with blocking methods.
 
+    It takes what ``Codex`` takes (``config``, the openai SDK's ``api_key``,
+    ``base_url``, ``max_retries``, ``default_headers``, ``timeout``, and
+    ``http_client``, ``transport``, ``clients``, ``session_id``, ``agent_id``;
+    not ``threadsafe``: its queues are reached from other threads), plus
+    ``on_event`` and the thread's ``name``. A missing key raises
+    :class:`~codexcore.MissingApiKey` here, as ``Codex`` does.
+
+    ``run`` runs one Task and returns its :class:`~codexcore.TaskResult`.
     ``submit`` blocks while the submission queue is full; ``next_event``
     blocks until an event arrives or ``timeout`` (seconds) passes, raising
     :class:`TimeoutError`, and raises :class:`~codexcore.EngineClosed` once
@@ -54,11 +81,32 @@ class CodexThread:
         self,
         config: EngineConfig | None = None,
         *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        clients: ModelClientPool | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
         on_event: EventCallback | None = None,
         name: str = "codexcore",
     ) -> None:
-        self._codex = Codex(config, transport=transport)
+        self._codex = Codex(
+            config,
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            default_headers=default_headers,
+            timeout=timeout,
+            http_client=http_client,
+            transport=transport,
+            clients=clients,
+            session_id=session_id,
+            agent_id=agent_id,
+        )
         self._on_event = on_event
         self._name = name
         self._ids = itertools.count(1)
@@ -122,8 +170,41 @@ class CodexThread:
         except queue.Empty:
             raise TimeoutError(f"no event within {timeout} s") from None
 
+    def run(
+        self, task: TaskInput, *, approve: Approver | None = None, timeout: float | None = None
+    ) -> TaskResult:
+        """Run one Task and return its result once its terminal event has arrived.
+
+        ``task`` is a prompt (sent as a ``UserInput``), a ``UserInput`` or a
+        ``UserTurn``. Approval requests of the Task are answered with
+        ``approve(request)`` (called on this thread), or ``denied`` without it.
+        ``timeout`` bounds the whole Task (seconds): :class:`TimeoutError`,
+        and the Task goes on. ``run`` reads the event stream itself, so it is
+        not for a CodexThread with ``on_event``, nor while another thread
+        iterates the stream.
+        """
+        if self._on_event is not None:
+            raise RuntimeError("events go to the on_event callback of this CodexThread")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        sub_id = self.submit(task_op(task), timeout=timeout)
+        events: list[Event] = []
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                event = self._get(left)
+            except TimeoutError:
+                raise TimeoutError(f"the Task {sub_id} did not end within {timeout} s") from None
+            events.append(event)
+            if ends(event, sub_id):
+                return TaskResult(sub_id, tuple(events), event)
+            reply = answer(event, sub_id, approve)
+            if reply is not None:
+                self.submit(reply)
+
     def __iter__(self) -> Iterator[Event]:
-        """Every event until the stream ends (after ``shutdown_complete``)."""
+        """Every event of the engine's life: iteration ends only after ``shutdown_complete``
+        (after ``close()`` or a ``Shutdown``), not when a Task ends. To wait for one
+        Task, use :meth:`run`, or break out at its terminal event."""
         while True:
             try:
                 yield self.next_event()

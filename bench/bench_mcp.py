@@ -147,7 +147,8 @@ async def engine_start(count: int) -> float:
     }
     with tempfile.TemporaryDirectory() as cwd:
         session = SessionConfig(cwd=cwd, sandbox_policy=SandboxPolicy("danger-full-access"))
-        config = EngineConfig(session=session, ephemeral=True, mcp_servers=servers)
+        # api_key="": no model request is made, and none may need a key.
+        config = EngineConfig(session=session, api_key="", ephemeral=True, mcp_servers=servers)
         async with Codex(config) as codex:
             started = time.perf_counter()
             await codex.submit(ConfigureSession())

@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._api_key import MissingApiKey
+
 if TYPE_CHECKING:
     from .engine import (
         Codex,
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
         ModelClientPool,
         Rejected,
         SessionConfig,
+        TaskResult,
         parse_submission,
     )
 
@@ -36,6 +39,7 @@ _LAZY = {
     "ModelClientPool": "codexcore.engine",
     "Rejected": "codexcore.engine",
     "SessionConfig": "codexcore.engine",
+    "TaskResult": "codexcore.engine",
     "parse_submission": "codexcore.engine",
 }
 
@@ -44,9 +48,11 @@ __all__ = [
     "EngineClosed",
     "EngineConfig",
     "McpServerConfig",
+    "MissingApiKey",
     "ModelClientPool",
     "Rejected",
     "SessionConfig",
+    "TaskResult",
     "__version__",
     "parse_submission",
 ]

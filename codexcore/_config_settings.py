@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ._api_key import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, missing_key_message, needs_key
 from .protocol import ApprovalPolicy, HistoryMode, ReasoningEffort, SandboxMode
 from .protocol._value import Value
 
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
 
 CONFIG_FILE: Final = "config.toml"
 DEFAULT_MODEL: Final = "gpt-5-codex"  # the engine's default (codexcore.engine._config)
-DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"  # the model client's default
-DEFAULT_API_KEY_ENV: Final = "OPENAI_API_KEY"
-_OPENAI_HOST: Final = "api.openai.com"  # and its regional hosts, e.g. eu.api.openai.com
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 SourceKind = Literal["flag", "env", "profile", "file", "default"]
@@ -93,8 +91,7 @@ class ProviderSettings(Value):
         """Whether requests are pointless without a key: OpenAI's own API refuses
         every request that has none. Any other ``base_url`` (a local server, a
         proxy) may work without one, and is sent no ``Authorization`` header."""
-        host = urlsplit(self.base_url).hostname or ""
-        return host == _OPENAI_HOST or host.endswith("." + _OPENAI_HOST)
+        return needs_key(self.base_url)
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -304,12 +301,15 @@ class LoadedSettings(Value):
         if settings.api_key or not provider.needs_key:
             return None
         variable = provider.api_key_env
-        return (
-            f"no API key: ${variable} is not set, and {provider.base_url} needs one "
-            f"(provider.base_url from {self.origin('provider.base_url')}). The key is read "
-            f"from the environment variable named by provider.api_key_env: {variable} "
-            f"(from {self.origin('provider.api_key_env')}). Set it, or point "
-            "provider.base_url at a server that needs no key."
+        return missing_key_message(
+            variable,
+            provider.base_url,
+            url_from=f"provider.base_url from {self.origin('provider.base_url')}",
+            fix=(
+                "The key is read from the environment variable named by "
+                f"provider.api_key_env: {variable} (from {self.origin('provider.api_key_env')}). "
+                "Set it, or point provider.base_url at a server that needs no key."
+            ),
         )
 
 

@@ -34,6 +34,7 @@ import attrs
 # names. The readers of [models.NAME], [mcp_servers.NAME] and [control] are loaded by
 # _Reader.read only for a file that has the table (_config_models, _config_mcp,
 # _config_control).
+from ._api_key import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL
 from ._config_settings import (
     _DEFAULT,
     _PROVIDER_KEYS,
@@ -41,8 +42,6 @@ from ._config_settings import (
     _SPECS,
     _TOP_KEYS,
     CONFIG_FILE,
-    DEFAULT_API_KEY_ENV,
-    DEFAULT_BASE_URL,
     DEFAULT_MODEL,
     SETTING_KEYS,
     ConfigError,

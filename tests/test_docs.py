@@ -132,6 +132,25 @@ def test_python_blocks_of_the_quick_start_run(code: str, tmp_path: Path) -> None
     assert result.stderr == "", result.stderr
 
 
+def test_the_testing_pages_tests_run_as_written_under_plain_pytest(tmp_path: Path) -> None:
+    """docs/testing.md's test file, as a reader copies it: pytest with no async plugin
+    (anyio's is turned off) and none of this project's configuration."""
+    blocks = [code for code in python_blocks("testing.md") if "def test_" in code]
+    assert len(blocks) == 1, "docs/testing.md has one runnable test file"
+    (tmp_path / "test_from_the_docs.py").write_text(blocks[0])
+    plain = ["-p", "no:anyio", "-p", "no:cacheprovider", "-W", "error"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *plain, "test_from_the_docs.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout, result.stdout
+
+
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     """What .ci/run does; skipped where the docs extra is not installed."""
     pytest.importorskip(

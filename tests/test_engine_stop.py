@@ -136,7 +136,7 @@ class StreamGate:
 
 def calls_response(calls: Iterable[tuple[str, list[str]]], response_id: str) -> ScriptedResponse:
     """One response holding several ``shell`` calls (call_id, argv), in order."""
-    from codexcore.testing import _Stream
+    from codexcore._testing_script import _Stream
 
     stream = _Stream(response_id)
     stream.created()

@@ -497,7 +497,7 @@ def test_a_session_without_servers_never_loads_the_sdk() -> None:
         "from codexcore.engine import EngineConfig\n"
         "from codexcore.protocol import ListMcpTools, Shutdown\n"
         "async def main():\n"
-        "    async with Codex(EngineConfig(ephemeral=True)) as codex:\n"
+        "    async with Codex(EngineConfig(ephemeral=True, api_key='')) as codex:\n"
         "        await codex.submit(ListMcpTools())\n"
         "        await codex.submit(Shutdown())\n"
         "        async for _ in codex.events(): pass\n"

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import orjson
 import pytest
 
 from codexcore import protocol as p
+from codexcore.protocol._codec import MAX_DEPTH
 from codexcore.protocol._wire import CONNECTION_MSGS, EVENT_MSGS, OPS
 
 from .protocol_samples import CONNECTION_MSGS as SAMPLE_CONNECTION_MSGS
@@ -257,3 +259,29 @@ def test_lines_from_before_the_new_optional_fields_still_decode() -> None:
     assert p.decode_submission(approval) == p.Submission("a1", p.ExecApproval("c1", "denied"))
     done = {"id": "t1", "seq": 3, "msg": {"type": "task_complete", "last_agent_message": "ok"}}
     assert p.decode_event(done).msg == p.TaskComplete("ok", None, None)
+
+
+def _mcp_event_nested(depth: int) -> bytes:
+    """An ``mcp_tool_call_begin`` event whose JSON nests ``depth`` containers deep in all:
+    the event, its msg, the invocation, then arguments holding the rest."""
+    arguments = b"[" * (depth - 3) + b"0" + b"]" * (depth - 3)
+    return (
+        b'{"id":"s","seq":1,"msg":{"type":"mcp_tool_call_begin","call_id":"c",'
+        b'"invocation":{"server":"srv","tool":"t","arguments":' + arguments + b"}}}"
+    )
+
+
+def test_the_decoder_refuses_what_the_encoder_cannot_write() -> None:
+    """One limit for both sides: an event the decoder accepts encodes back."""
+    deepest: list[Any] = [0]
+    for _ in range(MAX_DEPTH - 1):
+        deepest = [deepest]
+    orjson.dumps(deepest)  # the encoder's limit, exactly
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps([deepest])
+
+    event = p.decode_event(_mcp_event_nested(MAX_DEPTH))
+    assert p.decode_event(p.encode_event(event)) == event
+    for depth in (MAX_DEPTH + 1, 300):
+        with pytest.raises(p.ProtocolError, match=f"nested more than {MAX_DEPTH} levels deep"):
+            p.decode_event(_mcp_event_nested(depth))

@@ -7,13 +7,16 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import orjson
 import pytest
+import respx
 
+from codexcore import Codex, EngineConfig, SessionConfig
 from codexcore.model import (
     Completed,
     ModelClient,
@@ -30,7 +33,9 @@ from codexcore.testing import (
     ScriptedResponse,
     ScriptedResponsesServer,
     http_error,
+    httpx_response,
     idle,
+    sse_body,
     sse_event,
     text_response,
     truncated,
@@ -265,3 +270,52 @@ def test_start_in_thread_reports_a_busy_port() -> None:
         with pytest.raises(OSError):  # noqa: PT011 - the errno varies by platform
             server.start_in_thread()
     assert server_threads() == []
+
+
+# --- a reply as bytes or an httpx.Response: for respx's return_value= and MockTransport -------
+
+
+async def test_a_reply_as_a_response_for_respx_return_value(tmp_path: Path) -> None:
+    reply = httpx_response(text_response("Hello from return_value.", reasoning="thinking"))
+    config = EngineConfig(session=SessionConfig(cwd=str(tmp_path)), ephemeral=True)
+    with respx.mock:
+        route = respx.post("https://api.openai.com/v1/responses").mock(return_value=reply)
+        async with Codex(config, api_key="sk-test") as codex:
+            first = await codex.run("hi")
+            second = await codex.run("again")  # the same response serves every request
+    assert first.final_message == second.final_message == "Hello from return_value."
+    assert route.call_count == 2
+    assert reply.headers["content-type"] == "text/event-stream"
+
+
+async def test_a_reply_as_a_response_in_a_mock_transport(tmp_path: Path) -> None:
+    replies = iter([text_response("first"), http_error(429, "slow down")])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx_response(next(replies))
+
+    config = EngineConfig(
+        session=SessionConfig(cwd=str(tmp_path)), ephemeral=True, retry_base_delay=0.01
+    )
+    async with Codex(config, transport=httpx.MockTransport(handler), max_retries=0) as codex:
+        ok = await codex.run("one")
+        limited = await codex.run("two")
+    assert ok.final_message == "first"
+    assert limited.terminal.msg.TYPE == "error"
+    assert "slow down" in str(limited.terminal.msg)
+
+
+def test_sse_body_is_the_stream_the_decoder_reads() -> None:
+    body = sse_body(text_response("Hi there", chunks=2))
+    events = SSEDecoder().feed(body)
+    assert [e.event for e in events][-1] == "response.completed"
+    assert (
+        "".join(
+            orjson.loads(e.data)["delta"] for e in events if e.event == "response.output_text.delta"
+        )
+        == "Hi there"
+    )
+    paused = ScriptedResponse(steps=(b"a", Pause(5), b"b"))
+    assert sse_body(paused) == b"ab"  # timing is not part of a body
+    with pytest.raises(ValueError, match="never ends"):
+        sse_body(idle(text_response("x")))

@@ -78,7 +78,8 @@ async def _ask_engine(args: argparse.Namespace) -> int:
     )
 
     settings = load_settings().settings
-    config = EngineConfig(home=settings.home, ephemeral=True)
+    # api_key="": listing and reading recorded sessions sends no model request.
+    config = EngineConfig(home=settings.home, ephemeral=True, api_key="")
     op: Any = (
         ListSessions(cwd=os.getcwd() if args.here else None, limit=args.limit)
         if args.action == "list"

@@ -17,12 +17,15 @@ from ._models import (
     supports_reasoning,
 )
 from ._rollout import BadRollout, default_home
+from ._run import ApprovalRequest, Approver, TaskInput, TaskResult
 from ._session import new_agent_id
 from ._submissions import State
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "MODEL_DETAILS",
+    "ApprovalRequest",
+    "Approver",
     "BadRollout",
     "Codex",
     "CommandInterrupted",
@@ -39,6 +42,8 @@ __all__ = [
     "Rejected",
     "SessionConfig",
     "State",
+    "TaskInput",
+    "TaskResult",
     "context_window",
     "default_home",
     "list_sessions",

@@ -31,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import janus
 
+from .._api_key import MissingApiKey
 from .._logging import get_logger
 from ..protocol import (
     AbortReason,
@@ -58,6 +59,7 @@ from ._config import EngineConfig, SessionConfig
 from ._dedupe import SeenIds
 from ._queues import LoopQueue
 from ._rollout import default_home
+from ._run import Approver, TaskInput, TaskResult, answer, ends, task_op
 from ._session import Session, new_agent_id
 from ._session_lifecycle import shutdown
 from ._skills import SkillCatalogues
@@ -89,6 +91,20 @@ delta (each releasing the GIL to the UI's thread) halved the engine's rate.
 The Codex CLI leaves them out of its rollouts too."""
 
 
+def _carries_credentials(
+    transport: httpx.AsyncBaseTransport | None, http_client: httpx.AsyncClient | None
+) -> bool:
+    """Whether no unauthenticated request can leave: a MockTransport answers in process,
+    and a client with an ``auth`` or an ``Authorization`` header of its own sends that."""
+    if transport is not None:
+        import httpx
+
+        return isinstance(transport, httpx.MockTransport)
+    if http_client is not None:
+        return http_client.auth is not None or "authorization" in http_client.headers
+    return False
+
+
 class EngineClosed(Exception):
     """The engine has shut down: no more submissions, and the event stream has ended."""
 
@@ -115,11 +131,27 @@ def parse_submission(data: bytes | str | dict[str, Any]) -> Submission | Rejecte
 class Codex:
     """The agent engine: put Submissions in, read Events out.
 
-    Use it as ``async with Codex(config) as codex``: ``await codex.submit(op)``
-    returns the submission id, and ``async for event in codex.events()`` reads
-    events until ``shutdown_complete``. The queue pair is public
-    (``submission_queue`` and ``event_queue``, bounded janus queues) so
-    adapters can reach it from other threads.
+    Use it as ``async with Codex(config) as codex``. Two ways to drive it:
+
+    - one Task at a time: ``result = await codex.run("fix the test")`` submits
+      the prompt, reads events until that Task's terminal event, and returns a
+      :class:`~codexcore.engine.TaskResult` (``final_message``, ``events``,
+      ``terminal``);
+    - the stream: ``await codex.submit(op)`` returns the submission id, and
+      ``async for event in codex.events()`` reads every event of the engine's
+      life, ending only after ``shutdown_complete`` (break out at the event
+      you wait for).
+
+    The queue pair is public (``submission_queue`` and ``event_queue``,
+    bounded janus queues) so adapters can reach it from other threads.
+
+    The openai SDK's client options are taken by their names and override
+    ``config``: ``api_key``, ``base_url``, ``max_retries``, ``default_headers``
+    and ``timeout`` (see :meth:`EngineConfig.with_client_options`). With no
+    key at all (``api_key`` None and ``$OPENAI_API_KEY`` unset) for OpenAI's
+    API, the constructor raises :class:`~codexcore.MissingApiKey`, as the
+    command line refuses to start, rather than send unauthenticated requests;
+    ``api_key=""`` means "send none" (a local server).
 
     ``threadsafe=False`` is for a consumer on the engine's own loop (a session
     host): the queues are then loop-only and about three times cheaper per
@@ -144,14 +176,29 @@ class Codex:
         self,
         config: EngineConfig | None = None,
         *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         clients: ModelClientPool | None = None,
         threadsafe: bool = True,
-        http_client: httpx.AsyncClient | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
     ) -> None:
-        self.config = config or EngineConfig()
+        self.config = (config or EngineConfig()).with_client_options(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            default_headers=default_headers,
+            timeout=timeout,
+        )
+        if clients is None and not _carries_credentials(transport, http_client):
+            missing = self.config.missing_key()
+            if missing is not None:
+                raise MissingApiKey(missing)
         self._first_session_id = session_id
         self._first_agent_id = agent_id or new_agent_id()
         self._threadsafe = threadsafe
@@ -308,6 +355,26 @@ class Codex:
                 yield await self.next_event()
             except EngineClosed:
                 return
+
+    async def run(self, task: TaskInput, *, approve: Approver | None = None) -> TaskResult:
+        """Run one Task and return its result, once its terminal event has arrived.
+
+        ``task`` is a prompt (sent as a ``UserInput``), a ``UserInput`` or a
+        ``UserTurn``. The Task's approval requests are answered with
+        ``approve(request)`` (a ``ReviewDecision``), or ``denied`` without it.
+        ``run`` reads the event stream itself: do not read it elsewhere
+        meanwhile. Raises EngineClosed if the engine shuts down first.
+        """
+        sub_id = await self.submit(task_op(task))
+        events: list[Event] = []
+        while True:
+            event = await self.next_event()
+            events.append(event)
+            if ends(event, sub_id):
+                return TaskResult(sub_id, tuple(events), event)
+            reply = answer(event, sub_id, approve)
+            if reply is not None:
+                await self.submit(reply)
 
     # --- dispatch -------------------------------------------------------------
 

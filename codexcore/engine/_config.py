@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .._api_key import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, missing_key_message, needs_key
 from ..protocol import (
     ApprovalPolicy,
     ConfigureSession,
@@ -23,6 +24,8 @@ from ._mcp_config import McpServerConfig
 from ._models import ModelCatalog
 
 if TYPE_CHECKING:
+    import httpx
+
     from ..tools.exec import ExecResult
 
 CommandRunner = Callable[[str, tuple[str, ...], str, int], Awaitable["ExecResult"]]
@@ -171,3 +174,73 @@ class EngineConfig(Value):
     model_auto_compact_token_limit: int | None = None
     command_runner: CommandRunner | None = attrs.field(default=None, repr=False, eq=False)
     mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict, repr=False)
+
+    def missing_key(self) -> str | None:
+        """Why model requests would go out unauthenticated, or None when they would not.
+
+        A key is missing when ``api_key`` is None (so ``$OPENAI_API_KEY`` is
+        read), that variable is unset or empty, and the base URL is OpenAI's
+        API, which refuses every request without one. ``api_key=""`` says "no
+        key" on purpose (a local server), and is never missing.
+        """
+        if self.api_key is not None or os.environ.get(DEFAULT_API_KEY_ENV):
+            return None
+        base_url, url_from = self.session.base_url, "base_url"
+        if not base_url:
+            base_url = os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+            url_from = "$OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "the default"
+        if not needs_key(base_url):
+            return None
+        return missing_key_message(
+            DEFAULT_API_KEY_ENV,
+            base_url.rstrip("/"),
+            url_from=f"base_url from {url_from}",
+            fix=(
+                "Set it, pass api_key=..., or point base_url at a server that needs no "
+                'key (api_key="" sends none).'
+            ),
+        )
+
+    def with_client_options(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        timeout: float | httpx.Timeout | None = None,
+    ) -> EngineConfig:
+        """This configuration with the openai SDK's client options applied (None: unchanged).
+
+        ``api_key`` and ``base_url`` as the SDK takes them; ``max_retries``
+        counts retries after the first attempt (``max_attempts - 1``);
+        ``default_headers`` are added to ``headers``; ``timeout`` (seconds, or
+        an ``httpx.Timeout``, whose ``read`` part counts) is how long a model
+        stream may stay silent (``stream_idle_timeout``). For every phase of
+        httpx's timeout, pass an ``http_client`` made with it.
+        """
+        changes: dict[str, Any] = {}
+        if api_key is not None:
+            changes["api_key"] = api_key
+        if base_url is not None:
+            changes["session"] = attrs.evolve(self.session, base_url=base_url)
+        if max_retries is not None:
+            if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+                raise ValueError(f"max_retries must be a whole number >= 0, not {max_retries!r}")
+            changes["max_attempts"] = max_retries + 1
+        if default_headers is not None:
+            changes["headers"] = {**self.headers, **default_headers}
+        if timeout is not None:
+            changes["stream_idle_timeout"] = _idle_seconds(timeout)
+        return attrs.evolve(self, **changes) if changes else self
+
+
+def _idle_seconds(timeout: float | httpx.Timeout) -> float:
+    """The seconds a stream may stay silent under ``timeout`` (a number or an httpx.Timeout)."""
+    seconds = timeout if isinstance(timeout, int | float) else timeout.read
+    if seconds is None or isinstance(seconds, bool) or seconds <= 0:
+        raise ValueError(
+            f"timeout must be a positive number of seconds (or an httpx.Timeout with a "
+            f"read timeout), not {timeout!r}: a model stream must not wait forever"
+        )
+    return float(seconds)

@@ -245,6 +245,16 @@ def _compile(shape: Shape) -> Decoder:
     return _VARIANT_DECODERS[shape.registry]
 
 
+MAX_DEPTH = 254
+"""The deepest JSON the codec writes: orjson's encoder refuses containers nested
+more than 254 levels. The decoder refuses an event nested deeper, so an event it
+accepts can always be written back.
+
+Only a ``Json`` field (an MCP tool's arguments or result) can make a decoded
+event deep: everything else is bounded by the schema and ``MAX_NESTING``
+(64 x 3 levels). So the document's depth is measured only when one was decoded,
+and the common event pays nothing."""
+
 MAX_NESTING = 64
 """How deep a record that can contain itself (an Event inside a ``session_history``
 inside an Event …) may nest. Without a bound a peer's line of nested events ends
@@ -361,8 +371,24 @@ def _map_decoder(item: Decoder) -> Decoder:
 
 
 def _any_json(value: Any) -> Any:
-    """A JSON value as it came: decoded JSON is JSON whatever it holds."""
+    """A JSON value as it came: decoded JSON is JSON whatever it holds (its depth is
+    checked with the whole document's: see ``MAX_DEPTH``)."""
+    _nesting.saw_json = True
     return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether the JSON ``value`` nests containers more than ``limit`` deep (no recursion:
+    a peer's depth must not become ours)."""
+    pending = [(value, 1)] if isinstance(value, dict | list) else []
+    while pending:
+        container, depth = pending.pop()
+        if depth > limit:
+            return True
+        for item in container.values() if isinstance(container, dict) else container:
+            if isinstance(item, dict | list):
+                pending.append((item, depth + 1))
+    return False
 
 
 def _decode_bytes(value: Any) -> bytes:
@@ -472,4 +498,9 @@ def decode_submission(data: bytes | str | dict[str, Any]) -> Submission:
 
 def decode_event(data: bytes | str | dict[str, Any]) -> Event:
     """Decode one Event, as a client of the engine receives it."""
-    return decode_record(Event, _load_object(data, "event"), "event")
+    value = _load_object(data, "event")
+    _nesting.saw_json = False
+    event = decode_record(Event, value, "event")
+    if _nesting.saw_json and _deeper_than(value, MAX_DEPTH):
+        raise ProtocolError(f"event: nested more than {MAX_DEPTH} levels deep")
+    return event
