@@ -18,6 +18,7 @@ import os
 import platform
 import statistics
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 __all__ = [
     "Table",
@@ -36,6 +37,8 @@ __all__ = [
     "rss_bytes",
     "verdict",
 ]
+
+T = TypeVar("T")
 
 
 def parse_args(
@@ -77,22 +80,23 @@ def machine_info() -> str:
 
 
 def paired_rounds(
-    variants: Sequence[tuple[str, Callable[[], float]]], rounds: int
-) -> dict[str, list[float]]:
-    """Rates of every variant, ``rounds`` times, the order rotated each round.
+    variants: Sequence[tuple[str, Callable[[], T]]], rounds: int
+) -> dict[str, list[T]]:
+    """What every variant returns (a rate, or a run), ``rounds`` times, the order rotated
+    each round.
 
-    Each call returns a rate. One warm-up call each first. The i-th rate of
-    two variants were measured moments apart, so their ratio is little
-    exposed to the slow drifts of a shared machine: see :func:`paired_ratio`.
+    One warm-up call each first. The i-th results of two variants were measured
+    moments apart, so the ratio of their rates is little exposed to the slow
+    drifts of a shared machine: see :func:`paired_ratio`.
     """
     for _, run in variants:
         run()
-    rates: dict[str, list[float]] = {name: [] for name, _ in variants}
+    results: dict[str, list[T]] = {name: [] for name, _ in variants}
     for i in range(rounds):
         shift = i % len(variants)
         for name, run in [*variants[shift:], *variants[:shift]]:
-            rates[name].append(run())
-    return rates
+            results[name].append(run())
+    return results
 
 
 def paired_ratio(rates: Sequence[float], limit: Sequence[float]) -> float:
