@@ -23,9 +23,11 @@ from typing import TypeVar
 __all__ = [
     "Table",
     "fmt_bytes",
+    "fmt_mib",
     "fmt_ms",
     "fmt_rate",
     "fmt_ratio",
+    "fmt_spread",
     "fmt_us",
     "header",
     "machine_info",
@@ -143,6 +145,15 @@ def fmt_bytes(size: float) -> str:
     if abs(size) >= 1024:
         return f"{size / 1024:,.1f} KiB"
     return f"{size:,.0f} B"
+
+
+def fmt_mib(size: float) -> str:
+    return f"{size / (1024 * 1024):,.1f} MiB"
+
+
+def fmt_spread(seconds: Sequence[float]) -> str:
+    """The least and the greatest of some times, in milliseconds: ``min - max``."""
+    return f"{fmt_ms(min(seconds))} - {fmt_ms(max(seconds))}"
 
 
 def fmt_ratio(ratio: float) -> str:
