@@ -480,6 +480,21 @@ class AsyncConn:
             await self.writer.wait_closed()
 
 
+async def task_latencies(
+    conn: AsyncConn, count: int, prefix: str, text: str = "Say ok."
+) -> list[float]:
+    """``count`` Tasks in turn on a configured session: each ``user_input`` sent to its
+    ``task_started`` read (seconds); each Task is read to ``task_complete`` before the next."""
+    samples = []
+    for i in range(count):
+        t0 = time.perf_counter()
+        await conn.send(user_input(f"{prefix}{i}", text))
+        await conn.until("task_started")
+        samples.append(time.perf_counter() - t0)
+        await conn.until("task_complete")
+    return samples
+
+
 class Watcher(asyncio.Protocol):
     """A watching client that counts lines (``bytes.count``, at C speed) and notes times.
 

@@ -18,13 +18,16 @@ import os
 import platform
 import statistics
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 __all__ = [
     "Table",
     "fmt_bytes",
+    "fmt_mib",
     "fmt_ms",
     "fmt_rate",
     "fmt_ratio",
+    "fmt_spread",
     "fmt_us",
     "header",
     "machine_info",
@@ -36,6 +39,8 @@ __all__ = [
     "rss_bytes",
     "verdict",
 ]
+
+T = TypeVar("T")
 
 
 def parse_args(
@@ -77,22 +82,23 @@ def machine_info() -> str:
 
 
 def paired_rounds(
-    variants: Sequence[tuple[str, Callable[[], float]]], rounds: int
-) -> dict[str, list[float]]:
-    """Rates of every variant, ``rounds`` times, the order rotated each round.
+    variants: Sequence[tuple[str, Callable[[], T]]], rounds: int
+) -> dict[str, list[T]]:
+    """What every variant returns (a rate, or a run), ``rounds`` times, the order rotated
+    each round.
 
-    Each call returns a rate. One warm-up call each first. The i-th rate of
-    two variants were measured moments apart, so their ratio is little
-    exposed to the slow drifts of a shared machine: see :func:`paired_ratio`.
+    One warm-up call each first. The i-th results of two variants were measured
+    moments apart, so the ratio of their rates is little exposed to the slow
+    drifts of a shared machine: see :func:`paired_ratio`.
     """
     for _, run in variants:
         run()
-    rates: dict[str, list[float]] = {name: [] for name, _ in variants}
+    results: dict[str, list[T]] = {name: [] for name, _ in variants}
     for i in range(rounds):
         shift = i % len(variants)
         for name, run in [*variants[shift:], *variants[:shift]]:
-            rates[name].append(run())
-    return rates
+            results[name].append(run())
+    return results
 
 
 def paired_ratio(rates: Sequence[float], limit: Sequence[float]) -> float:
@@ -139,6 +145,15 @@ def fmt_bytes(size: float) -> str:
     if abs(size) >= 1024:
         return f"{size / 1024:,.1f} KiB"
     return f"{size:,.0f} B"
+
+
+def fmt_mib(size: float) -> str:
+    return f"{size / (1024 * 1024):,.1f} MiB"
+
+
+def fmt_spread(seconds: Sequence[float]) -> str:
+    """The least and the greatest of some times, in milliseconds: ``min - max``."""
+    return f"{fmt_ms(min(seconds))} - {fmt_ms(max(seconds))}"
 
 
 def fmt_ratio(ratio: float) -> str:

@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterator
 import orjson
 from _adapters_procs import PY, LineConn, Proc, Procs, server_env, submission, user_input
 from _adapters_server import bench_messages
-from _common import Table, fmt_ratio, header, parse_args, verdict
-from bench_jsonrpc import CHUNK, Run, report, rotate, write_all
+from _common import Table, fmt_ratio, header, paired_rounds, parse_args, verdict
+from bench_jsonrpc import CHUNK, Run, report, write_all
 
 from codexcore.protocol import Event, encode_event
 
@@ -228,7 +228,9 @@ def main() -> None:
         for peer in peers.values():
             peer.setup()
         if "rates" in args.only:
-            runs = rotate([(name, lambda p=peer: p.run(n)) for name, peer in peers.items()], rounds)
+            runs = paired_rounds(
+                [(name, lambda p=peer: p.run(n)) for name, peer in peers.items()], rounds
+            )
             report_rates(runs, n, rounds)
         if "latency" in args.only:
             report_latency(latencies(peers, reps))

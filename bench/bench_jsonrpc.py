@@ -36,7 +36,16 @@ from collections.abc import Callable, Iterator, Sequence
 
 import orjson
 from _adapters_procs import PY, LineConn, Proc, Procs, server_env, submission, user_input
-from _common import Table, fmt_rate, fmt_ratio, header, paired_ratio, parse_args, verdict
+from _common import (
+    Table,
+    fmt_rate,
+    fmt_ratio,
+    header,
+    paired_ratio,
+    paired_rounds,
+    parse_args,
+    verdict,
+)
 
 GOAL = 0.8
 NATIVE_PROCS = (("native", "host"), ("native bare", "bare"))
@@ -181,18 +190,6 @@ class Peer:
         return line, read
 
 
-def rotate(variants: Sequence[tuple[str, Callable[[], Run]]], rounds: int) -> dict[str, list[Run]]:
-    """Each variant once to warm up, then ``rounds`` times, the order rotated each round."""
-    for _, run in variants:
-        run()
-    runs: dict[str, list[Run]] = {name: [] for name, _ in variants}
-    for i in range(rounds):
-        shift = i % len(variants)
-        for name, run in [*variants[shift:], *variants[:shift]]:
-            runs[name].append(run())
-    return runs
-
-
 def best(runs: Sequence[Run]) -> Run:
     return max(runs, key=lambda r: r.rate)
 
@@ -221,7 +218,9 @@ def main() -> None:
         }
         for peer in peers.values():
             peer.setup()
-        runs = rotate([(name, lambda p=peer: p.run(n)) for name, peer in peers.items()], rounds)
+        runs = paired_rounds(
+            [(name, lambda p=peer: p.run(n)) for name, peer in peers.items()], rounds
+        )
         report(runs, n, rounds)
         for peer in peers.values():
             code = peer.proc.end_of_input()

@@ -44,7 +44,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from _adapters_procs import PY, AsyncConn, Proc, Procs, raise_fd_limit, server_env, user_input
+from _adapters_procs import (
+    PY,
+    AsyncConn,
+    Proc,
+    Procs,
+    raise_fd_limit,
+    server_env,
+    task_latencies,
+    user_input,
+)
 from _common import (
     Table,
     fmt_bytes,
@@ -297,13 +306,7 @@ async def many_sessions(pool: Pool, count: int, deltas: int) -> None:
 
 async def latency(pool: Pool, count: int) -> None:
     conn, _ = await session(pool.gateways[0])
-    times = []
-    for n in range(count):
-        started = time.perf_counter()
-        await conn.send(user_input(f"lat{n}", "go"))
-        await conn.until("task_started")
-        times.append(time.perf_counter() - started)
-        await conn.until("task_complete")
+    times = await task_latencies(conn, count, "lat", "go")
     await conn.close()
     times.sort()
     bare = await bare_round_trips(pool.redis, count)

@@ -16,6 +16,9 @@ the steps interleaved, the best of ``--runs`` (noise only adds time):
    collector's share;
 3. ``python -X importtime`` of the full path, self time summed by package.
 
+The stdio servers' start-up, spawn to ready for a Turn beside ``codex
+app-server``, is ``bench_vs_codex.py --startup-only`` (``_vs_codex_startup.py``).
+
 Run ``.venv/bin/python bench/startup_vs_codex.py`` (``--quick`` for fewer runs).
 """
 
