@@ -34,7 +34,7 @@ asyncio.run(answer())
 
 
 def codexcore_jsonrpc_start(runner: Runner) -> tuple[float, float]:
-    """``serve --stdio`` spawned to a JSON-RPC ``initialize`` answered (seed 000), then
+    """``serve --stdio`` spawned to a JSON-RPC ``initialize`` answered (the Codelia runtime protocol), then
     closed: the start-up a JSON-RPC UI sees."""
     argv = [str(CODEXCORE), "serve", "--stdio", "--cwd", str(runner.workdir)]
     with tempfile.TemporaryFile() as err:
