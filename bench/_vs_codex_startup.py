@@ -34,8 +34,8 @@ asyncio.run(answer())
 
 
 def codexcore_jsonrpc_start(runner: Runner) -> tuple[float, float]:
-    """``serve --stdio`` spawned to a JSON-RPC ``initialize`` answered (the Codelia runtime protocol), then
-    closed: the start-up a JSON-RPC UI sees."""
+    """``serve --stdio`` spawned to a JSON-RPC ``initialize`` answered (the Codelia
+    runtime protocol), then closed: the start-up a JSON-RPC UI sees."""
     argv = [str(CODEXCORE), "serve", "--stdio", "--cwd", str(runner.workdir)]
     with tempfile.TemporaryFile() as err:
         peer = StdioPeer(argv, runner.codexcore_env, runner.workdir, err)
