@@ -117,7 +117,15 @@ async def test_end_of_input_shuts_down_and_leaves_no_child(tmp_path: Path) -> No
         await ui.to_end()
         assert await ui.wait_exit() == 0, ui.context()
     types = ui.types()
-    assert types[-3:] == ["submission_ack", "turn_aborted", "shutdown_complete"]
+    # The shutdown is acknowledged, the killed command ends (its output so far,
+    # as run and stopped), then the Task, then the session.
+    assert types[-4:] == [
+        "submission_ack",
+        "exec_command_end",
+        "turn_aborted",
+        "shutdown_complete",
+    ]
+    assert ui.of("exec_command_end")[0]["exit_code"] != 0
     assert ui.of("turn_aborted")[0]["reason"] == "shutdown"
     assert ui.events()[-1]["id"].startswith("eof-")
     assert not alive(pid)

@@ -19,6 +19,7 @@ nor keep the process alive after SIGTERM:
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import threading
@@ -61,6 +62,9 @@ async def release_io_threads(executor: ThreadPoolExecutor, code: int, grace: flo
             "(stuck in a system call): left behind, exiting now",
             threads=busy,
         )
+        # os._exit runs no atexit hook: write out the log lines still queued for
+        # stderr (this one included) and stdio's buffers first.
+        logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
