@@ -157,7 +157,8 @@ def test_nested_attrs_and_dataclass_classes_become_closed_objects() -> None:
     schema = function_schema(select)
     assert schema.strict
     span = schema.parameters["properties"]["span"]
-    assert span["type"] == "object" and span["additionalProperties"] is False
+    assert span["type"] == "object"
+    assert span["additionalProperties"] is False
     start = span["properties"]["start"]
     assert start["description"] == "A place in a file."
     assert start["properties"]["line"] == {"type": "integer", "description": "1-based line number."}
@@ -238,7 +239,7 @@ def test_what_cannot_be_described_is_refused_naming_it() -> None:
     def opaque(thing: Opaque) -> None:
         pass
 
-    with pytest.raises(SchemaError, match="opaque.thing: cannot describe the type"):
+    with pytest.raises(SchemaError, match=r"opaque\.thing: cannot describe the type"):
         function_schema(opaque)
 
     def tree(root: Tree) -> None:

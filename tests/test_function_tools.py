@@ -82,13 +82,16 @@ async def test_a_sync_tool_gets_the_arguments_and_the_model_gets_its_answer(
     assert offered["editor_selection"]["strict"] is True
     assert outputs(model.requests[1]) == ["a.py:1: selected text"]
     # Ran on a worker thread, not on the engine's (here: the test's) loop thread.
-    assert threads and threads[0] != threading.get_ident()
+    assert threads
+    assert threads[0] != threading.get_ident()
     begin, end = ui.of(p.McpToolCallBegin)[0], ui.of(p.McpToolCallEnd)[0]
     called = p.McpInvocation("codexcore", "editor_selection", {"path": "a.py", "line": None})
     assert begin == p.McpToolCallBegin("c1", called)
     assert end.invocation == called
     assert end.result == {"Ok": {"content": [{"type": "text", "text": "a.py:1: selected text"}]}}
     assert ui.types().index("mcp_tool_call_end") < ui.types().index("turn_complete")
+    # The closed engine left no worker thread behind.
+    assert not [t for t in threading.enumerate() if t.name == "codexcore-tool"]
 
 
 async def test_an_async_tool_runs_on_the_engines_loop_and_json_reaches_the_model(
@@ -132,7 +135,8 @@ async def test_bad_arguments_are_the_models_to_fix(tmp_path: Path) -> None:
     ui = await run_task(tmp_path, model, [goto])
     [said] = outputs(model.requests[1])
     assert said.startswith("error: goto: unknown argument(s): row"), said
-    assert not called and not ui.of(p.McpToolCallBegin)
+    assert not called
+    assert not ui.of(p.McpToolCallBegin)
 
 
 async def test_an_image_result_is_shown_to_the_model(tmp_path: Path) -> None:
@@ -151,7 +155,8 @@ async def test_an_image_result_is_shown_to_the_model(tmp_path: Path) -> None:
     ]
     assert images == [f"data:image/png;base64,{base64.b64encode(PNG).decode()}"]
     content = ui.of(p.McpToolCallEnd)[0].result["Ok"]["content"]
-    assert content[0]["type"] == "image" and content[0]["mimeType"] == "image/png"
+    assert content[0]["type"] == "image"
+    assert content[0]["mimeType"] == "image/png"
 
 
 # --- approval -------------------------------------------------------------------------
@@ -186,7 +191,7 @@ async def approval_run(
 
 
 async def test_a_tool_that_needs_approval_runs_once_approved(tmp_path: Path) -> None:
-    ui, model, ran = await approval_run(tmp_path, "approved")
+    _ui, model, ran = await approval_run(tmp_path, "approved")
     assert ran == ["b"]
     assert outputs(model.requests[1]) == ["renamed in 3 files"]
 

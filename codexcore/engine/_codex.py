@@ -240,6 +240,12 @@ class Codex:
             return
         self.request_close()
         await self.wait_finished()
+        if self._function_tools is not None:
+            from ..tools.functions import release_idle_workers
+
+            # No thread of the engine's is left behind it (a running one, abandoned
+            # by an interrupt, ends when its function returns).
+            await asyncio.to_thread(release_idle_workers)
         for queue in (self._submissions, self._events):
             if queue is not None:
                 await queue.wait_closed()

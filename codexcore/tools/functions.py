@@ -27,6 +27,7 @@ import inspect
 import queue
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, overload
 
@@ -164,7 +165,8 @@ class FunctionTool:
         if self.executor is not None:
             future = self.executor.submit(self.function, *args, **kwargs)
             return asyncio.wrap_future(future)
-        return _WORKERS.run(self.function, args, kwargs)
+        running: Awaitable[Any] = _WORKERS.run(self.function, args, kwargs)
+        return running
 
 
 @overload
@@ -221,7 +223,7 @@ class CallbackExecutor(concurrent.futures.Executor):
     def __init__(self, post: Callable[[Callable[[], None]], object]) -> None:
         self._post = post
 
-    def submit(  # type: ignore[override]
+    def submit(
         self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -247,9 +249,10 @@ class _Workers:
     """
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0  # workers waiting for a job and not yet promised one
+        self._released: list[threading.Thread] = []  # told to end by release_idle
 
     def run(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         loop = asyncio.get_running_loop()
@@ -262,17 +265,38 @@ class _Workers:
         threading.Thread(target=self._work, name="codexcore-tool", daemon=True).start()
         return future
 
+    def release_idle(self, timeout: float = 2.0) -> None:
+        """End the idle workers and wait for them (an engine closes: no thread of its
+        own is left behind). A busy one, an abandoned call's, ends when it returns."""
+        with self._lock:
+            count, self._idle = self._idle, 0
+        for _ in range(count):
+            self._jobs.put(None)
+        deadline = time.monotonic() + timeout
+        while count and time.monotonic() < deadline:
+            with self._lock:
+                ended, self._released = self._released, []
+            for thread in ended:
+                thread.join(max(0.0, deadline - time.monotonic()))
+                count -= 1
+            if count:
+                time.sleep(0.001)  # a released worker is on its way out
+
     def _work(self) -> None:
         while True:
             try:
-                loop, future, fn, args, kwargs = self._jobs.get(timeout=IDLE_WORKER_SECONDS)
+                job = self._jobs.get(timeout=IDLE_WORKER_SECONDS)
             except queue.Empty:
                 with self._lock:
                     if self._idle:  # nobody counts on this worker: end it
                         self._idle -= 1
                         return
                 continue  # a job was promised to an idle worker: wait for it
-            _run_job(loop, future, fn, args, kwargs)
+            if job is None:
+                with self._lock:
+                    self._released.append(threading.current_thread())
+                return
+            _run_job(*job)
             with self._lock:
                 self._idle += 1
 
@@ -303,6 +327,11 @@ def _settle(loop: Any, future: Any, result: Any, exc: BaseException | None) -> N
 
 
 _WORKERS = _Workers()
+
+
+def release_idle_workers() -> None:
+    """End the idle worker threads of sync function tools (see ``_Workers``)."""
+    _WORKERS.release_idle()
 
 
 # --- results ---------------------------------------------------------------------------
