@@ -30,8 +30,8 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import janus
 
@@ -53,6 +53,9 @@ from ._loop_thread import LoopThread
 
 if TYPE_CHECKING:
     import httpx
+
+    from codexcore.engine._function_registry import ToolRegistry
+    from codexcore.tools.functions import FunctionTool
 
 log = get_logger(__name__)
 
@@ -93,6 +96,7 @@ class CodexThread:
         agent_id: str | None = None,
         on_event: EventCallback | None = None,
         name: str = "codexcore",
+        tools: Iterable[FunctionTool | Callable[..., Any]] = (),
     ) -> None:
         self._codex = Codex(
             config,
@@ -106,6 +110,7 @@ class CodexThread:
             clients=clients,
             session_id=session_id,
             agent_id=agent_id,
+            tools=tools,
         )
         self._on_event = on_event
         self._name = name
@@ -115,6 +120,14 @@ class CodexThread:
         )
         self._delivery: threading.Thread | None = None
         self._close_lock = threading.Lock()
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The engine's function tools (:attr:`Codex.tools <codexcore.Codex.tools>`):
+        add and remove them from any thread; a Task offers those registered when it
+        started. A tool that must run on the UI's thread takes a
+        :class:`~codexcore.CallbackExecutor` (``docs/tools.md``)."""
+        return self._codex.tools
 
     def start(self) -> CodexThread:
         """Start the engine's thread; returns once its queues exist."""

@@ -28,6 +28,7 @@ BENCHMARKS = (
     "bench_compaction.py",
     "bench_skills.py",
     "bench_mcp.py",
+    "bench_function_tools.py",
     "bench_acp.py",
     "bench_redis.py",
 )

@@ -28,32 +28,41 @@ if TYPE_CHECKING:
         TaskResult,
         parse_submission,
     )
+    from .tools.functions import CallbackExecutor, FunctionTool, ToolImage, function_tool
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "CallbackExecutor": "codexcore.tools.functions",
     "Codex": "codexcore.engine",
     "EngineClosed": "codexcore.engine",
     "EngineConfig": "codexcore.engine",
+    "FunctionTool": "codexcore.tools.functions",
     "McpServerConfig": "codexcore.engine",
     "ModelClientPool": "codexcore.engine",
     "Rejected": "codexcore.engine",
     "SessionConfig": "codexcore.engine",
     "TaskResult": "codexcore.engine",
+    "ToolImage": "codexcore.tools.functions",
+    "function_tool": "codexcore.tools.functions",
     "parse_submission": "codexcore.engine",
 }
 
 __all__ = [
+    "CallbackExecutor",
     "Codex",
     "EngineClosed",
     "EngineConfig",
+    "FunctionTool",
     "McpServerConfig",
     "MissingApiKey",
     "ModelClientPool",
     "Rejected",
     "SessionConfig",
     "TaskResult",
+    "ToolImage",
     "__version__",
+    "function_tool",
     "parse_submission",
 ]
 

@@ -8,6 +8,11 @@ the UI thread (here the main thread and a ``queue.Queue``; in an IDE,
 streaming text and the command's output, and answers approval requests with
 what the (simulated) user clicks.
 
+The plugin also gives the agent one of its own abilities, a function tool:
+``editor_selection``, the open editor's path and selection. Editor state
+belongs to the UI thread, so the tool runs there: its ``CallbackExecutor``
+posts each call to the same queue as the events (see ``docs/tools.md``).
+
     python examples/ide_plugin.py                      # offline, its own scripted model
     python examples/ide_plugin.py --decision denied    # the user says no
     python examples/ide_plugin.py --base-url URL       # a scripted server you run
@@ -24,12 +29,14 @@ import queue
 import shlex
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from scripted_model import PROMPT, demo_model
+from scripted_model import COMMAND, PROMPT, final_answer
 
-from codexcore import EngineConfig, SessionConfig
+from codexcore import CallbackExecutor, EngineConfig, FunctionTool, SessionConfig
 from codexcore.adapters.threads import CodexThread
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
@@ -44,6 +51,8 @@ from codexcore.protocol import (
     ExecCommandBegin,
     ExecCommandEnd,
     ExecCommandOutputDelta,
+    McpToolCallBegin,
+    McpToolCallEnd,
     ReviewDecision,
     SessionConfigured,
     TaskComplete,
@@ -52,23 +61,62 @@ from codexcore.protocol import (
     UserInput,
     WarningEvent,
 )
-from codexcore.testing import DEMO_MODEL, ScriptedResponsesServer, demo_catalog
+from codexcore.testing import (
+    DEMO_MODEL,
+    ScriptedModel,
+    ScriptedResponse,
+    ScriptedResponsesServer,
+    demo_catalog,
+    function_call_response,
+    shell_call,
+)
 
 UI_TIMEOUT = 60.0  # seconds the UI waits for the next event before giving up
+
+
+def plugin_model() -> ScriptedModel:
+    """The example's own script: look at the editor, then the command, then the answer."""
+
+    def command(body: dict[str, Any]) -> ScriptedResponse:
+        outputs = [i["output"] for i in body["input"] if i.get("type") == "function_call_output"]
+        seen = outputs[-1] if outputs else "nothing"
+        text = f"Your editor shows {seen}. I'll write the file, then list."
+        return shell_call(COMMAND, call_id="call_greeting", text=text)
+
+    return ScriptedModel(
+        [
+            function_call_response("editor_selection", {}, call_id="call_selection"),
+            command,
+            final_answer,
+        ]
+    )
 
 
 class PluginUI:
     """Everything the user sees. Only :meth:`post` runs on the engine's delivery thread."""
 
     def __init__(self, decision: ReviewDecision) -> None:
-        self.inbox: queue.Queue[Event] = queue.Queue()
+        # Events, and the calls of the plugin's tools (callables), for the UI thread.
+        self.inbox: queue.Queue[Event | Callable[[], None]] = queue.Queue()
         self.decision = decision
         self.completed = False
+        self._ui_thread = threading.get_ident()
         self._open_line = ""  # the stream being printed ("codex", "thinking"), if any
 
     def post(self, event: Event) -> None:
         """The ``on_event`` callback: hand the event to the UI thread, do nothing else."""
         self.inbox.put(event)
+
+    def tools(self) -> list[FunctionTool]:
+        """The plugin's abilities the agent may use, each run on the UI thread."""
+        on_ui_thread = CallbackExecutor(self.inbox.put)
+        return [FunctionTool.of(self.editor_selection, executor=on_ui_thread)]
+
+    def editor_selection(self) -> dict[str, Any]:
+        """The file open in the editor, and the selected lines and text."""
+        where = "the UI thread" if threading.get_ident() == self._ui_thread else "another thread"
+        self.say(f"[plugin] editor_selection runs on {where}")
+        return {"path": "notes.txt", "lines": [1, 1], "text": "a file for the example to find"}
 
     def run(self, codex: CodexThread) -> None:
         """The UI thread's loop: send the prompt, show events until the Task ends."""
@@ -79,6 +127,9 @@ class PluginUI:
                 event = self.inbox.get(timeout=UI_TIMEOUT)
             except queue.Empty:
                 raise SystemExit(f"no event within {UI_TIMEOUT} s") from None
+            if callable(event):
+                event()  # a call of one of the plugin's tools: run it here
+                continue
             self.show(codex, event.msg)
             if event.msg.TYPE in TERMINAL_EVENT_TYPES:
                 return  # every task_started gets exactly one of these
@@ -104,6 +155,10 @@ class PluginUI:
             case ExecCommandOutputDelta(chunk=chunk):
                 sys.stdout.write(chunk.decode("utf-8", errors="replace"))
                 sys.stdout.flush()
+            case McpToolCallBegin(invocation=called):
+                self.say(f"[tool] {called.server}.{called.tool}({called.arguments or {}})")
+            case McpToolCallEnd(result=result):
+                self.say(f"[tool] answered: {'Ok' in result}")
             case ExecCommandEnd(exit_code=code, duration_ms=ms):
                 self.say(f"[exit {code} after {ms} ms]")
             case WarningEvent(message=message):
@@ -150,7 +205,7 @@ def model_url(base_url: str | None) -> Iterator[str]:
     if base_url is not None:
         yield base_url
         return
-    with ScriptedResponsesServer(demo_model()) as server:  # in a thread of its own
+    with ScriptedResponsesServer(plugin_model()) as server:  # in a thread of its own
         yield server.base_url
 
 
@@ -164,8 +219,8 @@ def main() -> int:
         help="what the simulated user clicks when asked (default: approved)",
     )
     args = parser.parse_args()
-    ui = PluginUI(args.decision)
     with model_url(args.base_url) as url, tempfile.TemporaryDirectory() as workspace:
+        ui = PluginUI(args.decision)
         Path(workspace, "notes.txt").write_text("a file for the example to find\n")
         session = SessionConfig(
             model=DEMO_MODEL, cwd=workspace, approval_policy="untrusted", base_url=url
@@ -174,7 +229,7 @@ def main() -> int:
         # ephemeral: the example records no session in ~/.codexcore.
         # demo_catalog(): the scripted model is one the engine knows (no unknown-model warning).
         config = EngineConfig(session=session, api_key="", ephemeral=True, models=demo_catalog())
-        with CodexThread(config, on_event=ui.post) as codex:
+        with CodexThread(config, on_event=ui.post, tools=ui.tools()) as codex:
             ui.run(codex)
         # Leaving the block closed the engine (as a plugin does when it is
         # deactivated): no thread, task or child process is left behind.

@@ -111,6 +111,19 @@ def test_ide_plugin_shows_no_unknown_model_warning() -> None:
     assert "model catalogue" not in result.stdout + result.stderr, result.stdout
 
 
+def test_ide_plugin_tool_is_called_on_the_ui_thread_and_its_answer_reaches_the_model() -> None:
+    out = run_example("ide_plugin.py").stdout
+    lines = out.splitlines()
+    # The model's call reached the plugin's function, on the plugin's UI thread ...
+    assert "[plugin] editor_selection runs on the UI thread" in lines, out
+    assert "[tool] codexcore.editor_selection({})" in lines, out
+    # ... and the function's answer reached the model, which quotes it.
+    assert any(
+        line.startswith("codex: Your editor shows {") and '"path":"notes.txt"' in line
+        for line in lines
+    ), out
+
+
 def test_ide_plugin_denied() -> None:
     out = run_example("ide_plugin.py", "--decision", "denied").stdout
     assert "[approval] the user clicks: denied" in out

@@ -92,6 +92,15 @@ RECORDED = ("codexcore.engine._rollout_reader", "codexcore.engine._recorded_sess
 MCP = ("codexcore.engine._mcp_client",)
 """The MCP client: only for a session with MCP servers configured (``mcp`` too)."""
 
+FUNCTION_TOOLS = (
+    "codexcore.tools.functions",
+    "codexcore.tools.function_schema",
+    "codexcore.engine._function_registry",
+    "codexcore.engine._function_calls",
+)
+"""Function tools (the embedding program's Python functions): only for a program that
+registers some, so never on a server's or ``exec``'s path, not even in a Task."""
+
 ENGINE = ("codexcore.engine", "codexcore.model", "codexcore.tools", "httpx", "janus")
 """The engine and its stack: not for ``import codexcore`` or help texts."""
 
@@ -214,6 +223,7 @@ ENTRY_POINTS = [
             *CONTROL_RECEIVER,
             *RECORDED,
             *MCP,
+            *FUNCTION_TOOLS,
             *command_modules("exec"),
         ),
         answer=b"Hi there.",
@@ -232,6 +242,7 @@ ENTRY_POINTS = [
             *CONTROL_RECEIVER,
             *RECORDED,
             *MCP,
+            *FUNCTION_TOOLS,
             *FIRST_TURN,
             *command_modules(*SERVE_MODULES),
         ),
@@ -251,6 +262,7 @@ ENTRY_POINTS = [
             *CONTROL_RECEIVER,
             *RECORDED,
             *MCP,
+            *FUNCTION_TOOLS,
             *FIRST_TURN,
             *command_modules(*SERVE_MODULES),
         ),
@@ -269,6 +281,7 @@ ENTRY_POINTS = [
             *REDIS,
             *CONTROL_CLIENT,
             *MCP,
+            *FUNCTION_TOOLS,
             *STDIO_SERVER,
             *command_modules("acp"),
         ),

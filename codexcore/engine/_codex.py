@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +67,9 @@ from ._submissions import PLAN, State, SubmissionRejected, prepare, state_of
 
 if TYPE_CHECKING:
     import httpx
+
+    from ..tools.functions import FunctionTool
+    from ._function_registry import ToolRegistry
 
 log = get_logger(__name__)
 
@@ -170,6 +173,10 @@ class Codex:
     host passes the id it announced); other new Sessions get fresh ids, and a
     resumed one keeps its recorded id. ``agent_id`` likewise names the first
     Session's agent (see :attr:`agent_id`).
+
+    ``tools`` are the embedding program's own functions offered to the model
+    (function tools, or plain functions made so); :attr:`tools` adds and
+    removes them later (see ``docs/tools.md``).
     """
 
     def __init__(
@@ -187,6 +194,7 @@ class Codex:
         threadsafe: bool = True,
         session_id: str | None = None,
         agent_id: str | None = None,
+        tools: Iterable[FunctionTool | Callable[..., Any]] = (),
     ) -> None:
         self.config = (config or EngineConfig()).with_client_options(
             api_key=api_key,
@@ -199,6 +207,9 @@ class Codex:
             missing = self.config.missing_key()
             if missing is not None:
                 raise MissingApiKey(missing)
+        self._function_tools: ToolRegistry | None = None
+        for tool in tools:
+            self.tools.add(tool)
         self._first_session_id = session_id
         self._first_agent_id = agent_id or new_agent_id()
         self._threadsafe = threadsafe
@@ -225,6 +236,21 @@ class Codex:
         acks = self.config.acknowledge_submissions
         self._seen = SeenIds(self.config.duplicate_ttl) if acks else None
         self._skills = SkillCatalogues()
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The function tools this engine offers the model: ``add``, ``remove``, list.
+
+        Safe to change from any thread; a Task offers those registered when it started.
+        """
+        if self._function_tools is None:
+            # Loaded only by a program that uses function tools (start-up, issue 20).
+            from ._function_registry import ToolRegistry
+            from ._requests import TOOLS
+
+            builtin = [spec["name"] for spec in TOOLS]
+            self._function_tools = ToolRegistry(builtin, self.config.mcp_servers)
+        return self._function_tools
 
     # --- lifecycle ----------------------------------------------------------
 
@@ -260,6 +286,12 @@ class Codex:
             return
         self.request_close()
         await self.wait_finished()
+        if self._function_tools is not None:
+            from ..tools.functions import release_idle_workers
+
+            # No thread of the engine's is left behind it (a running one, abandoned
+            # by an interrupt, ends when its function returns).
+            await asyncio.to_thread(release_idle_workers)
         for queue in (self._submissions, self._events):
             if queue is not None:
                 await queue.wait_closed()

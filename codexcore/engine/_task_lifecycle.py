@@ -177,6 +177,9 @@ def _tool_routers(
     make a new one); a sandbox probed since the Task started is used from then on."""
     from ._tools import ToolRouter  # the tool stack loads with the first Task
 
+    # The function tools as the Task starts: a change applies from the next Task on.
+    functions = codex._function_tools.snapshot() if codex._function_tools else None
+
     def tools_for(config: SessionConfig) -> ToolRouter:
         confine = session.sandbox or sandbox
         return ToolRouter(
@@ -188,6 +191,7 @@ def _tool_routers(
             stop.pending,
             mcp=session.mcp,
             attach=session.add_context,
+            functions=functions,
         )
 
     return tools_for

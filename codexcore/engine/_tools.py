@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 
+from .._logging import get_logger
 from ..protocol import (
     AddChange,
     ApplyPatchApprovalRequest,
@@ -61,6 +62,11 @@ from ._plan import PLAN_UPDATED, PlanError, parse_plan
 from ._requests import TOOLS, call_output, function_output
 from ._turn_diff import TurnDiffTracker
 
+if TYPE_CHECKING:
+    from ..tools.functions import FunctionTool
+
+log = get_logger(__name__)
+
 Emit = Callable[[EventMsg], Awaitable[None]]
 TOOL_NAMES = "shell, apply_patch, update_plan, view_image"
 
@@ -103,13 +109,16 @@ class ToolRouter:
         stopping: Callable[[], bool] = lambda: False,
         mcp: McpManager | None = None,
         attach: Callable[[Item], None] | None = None,
+        functions: Mapping[str, FunctionTool] | None = None,
     ) -> None:
         """``stopping`` says whether a ``stop`` or ``checkpoint`` is pending: then a
         call that needs approval is answered as not run instead of asking. ``mcp``:
         the Session's MCP servers, whose tools are offered beside the built-in ones.
         ``attach`` adds an item to the Task's next request (``view_image``'s image;
-        without it the tool answers that it is unavailable)."""
+        without it the tool answers that it is unavailable). ``functions``: the
+        embedding program's function tools (``codexcore.engine._function_calls``)."""
         self._mcp = mcp
+        self._functions = functions or {}
         self._config = config
         self._engine = engine
         self._approvals = approvals
@@ -123,10 +132,20 @@ class ToolRouter:
     async def specs(self) -> list[dict[str, Any]]:
         """The tools the next request offers: the built-in ones, then the MCP servers'
         (once their startup has settled: the first Turn waits at most that long)."""
+        functions = [tool.spec for tool in self._functions.values()]
         if self._mcp is None:
-            return list(TOOLS)
+            return [*TOOLS, *functions]
         await self._mcp.wait_started()
-        return [*TOOLS, *self._mcp.specs()]
+        return [*TOOLS, *functions, *self._mcp_specs()]
+
+    def _mcp_specs(self) -> list[dict[str, Any]]:
+        """The MCP tools, less any whose name a function tool has (registration refuses
+        the names a configured server's tools take, so only a cut-short name can)."""
+        specs = self._mcp.specs() if self._mcp is not None else []
+        clashing = [spec["name"] for spec in specs if spec["name"] in self._functions]
+        if clashing:
+            log.warning("MCP tools not offered: a function tool has the name", names=clashing)
+        return [spec for spec in specs if spec["name"] not in self._functions]
 
     async def call(self, item: Item, diff: TurnDiffTracker) -> Item:
         """The output item answering the call ``item``; never raises for a bad call."""
@@ -146,6 +165,8 @@ class ToolRouter:
                 output = await self._update_plan(item.get("arguments"))
             elif name == "view_image":
                 output = await self._view_image(call_id, item.get("arguments"))
+            elif (function := self._functions.get(str(name))) is not None:
+                output = await self._function(call_id, function, item.get("arguments"))
             elif self._mcp is not None and (tool := self._mcp.lookup(str(name))) is not None:
                 output = await call_mcp_tool(
                     call_id,
@@ -160,12 +181,32 @@ class ToolRouter:
                     limit_bytes=self._engine.exec_output_limit,
                 )
             else:
-                raise ToolCallError(f"unknown tool {name!r}; the tools are: {TOOL_NAMES}")
+                raise ToolCallError(f"unknown tool {name!r}; the tools are: {self._names()}")
         except ToolCallError as exc:
             output = f"error: {exc}"
         except ApprovalWithdrawn:
             output = NOT_ASKED
         return function_output(call_id, output)
+
+    def _names(self) -> str:
+        return ", ".join([TOOL_NAMES, *self._functions])
+
+    async def _function(self, call_id: str, tool: FunctionTool, arguments: Any) -> str:
+        # Loaded with the first call of a function tool: a program without them never does.
+        from ._function_calls import call_function_tool
+
+        return await call_function_tool(
+            call_id,
+            tool,
+            arguments,
+            policy=self._config.approval_policy,
+            approvals=self._approvals,
+            ask=self._ask,
+            emit=self._emit,
+            attach=self._attach,
+            cwd=self._config.cwd,
+            limit_bytes=self._engine.exec_output_limit,
+        )
 
     # --- shell ---------------------------------------------------------------
 

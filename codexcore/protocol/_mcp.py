@@ -69,7 +69,11 @@ class McpStartupComplete(Tagged):
 
 @attrs.frozen(repr=False, eq=False)
 class McpInvocation(Value):
-    """Which tool of which server, with the model's arguments (a JSON object, or null)."""
+    """Which tool of which server, with the model's arguments (a JSON object, or null).
+
+    ``server`` is ``codexcore`` for a function tool: a Python function of the program
+    that embeds codexcore, whose calls are shown (and approved) as MCP tool calls.
+    """
 
     server: str
     tool: str
