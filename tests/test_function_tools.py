@@ -19,7 +19,7 @@ import pytest
 from codexcore import CallbackExecutor, Codex, FunctionTool, ToolImage, function_tool
 from codexcore import protocol as p
 from codexcore.adapters.threads import CodexThread
-from codexcore.engine import McpServerConfig
+from codexcore.engine import EngineConfig, McpServerConfig
 from codexcore.engine._function_registry import ToolNameTaken
 from codexcore.protocol import ExecApproval, Interrupt, TextInput, UserInput
 from codexcore.testing import ScriptedModel, function_call_response, text_response
@@ -290,9 +290,8 @@ def test_names_that_collide_are_refused_at_registration() -> None:
     def fine() -> str:
         return ""
 
-    codex = Codex(
-        engine_config(Path("/")).__class__(mcp_servers={"docs": McpServerConfig(command="x")})
-    )
+    # api_key="": no request is made here, and no key is needed to register tools.
+    codex = Codex(EngineConfig(api_key="", mcp_servers={"docs": McpServerConfig(command="x")}))
     with pytest.raises(ToolNameTaken, match="'shell': it is a built-in tool"):
         codex.tools.add(shell)
     with pytest.raises(ToolNameTaken, match="are the tools of the MCP server 'docs'"):
@@ -301,7 +300,7 @@ def test_names_that_collide_are_refused_at_registration() -> None:
     with pytest.raises(ToolNameTaken, match="registered already"):
         codex.tools.add(fine)
     with pytest.raises(ToolNameTaken, match="built-in"):
-        Codex(tools=[shell])
+        Codex(api_key="", tools=[shell])
     assert codex.tools.names() == ["fine"]
     assert codex.tools.remove("fine").name == "fine"
     with pytest.raises(KeyError, match="no function tool named 'fine'"):
@@ -341,7 +340,7 @@ def test_the_thread_face_runs_a_tool_on_the_ui_thread(tmp_path: Path) -> None:
     tool = FunctionTool.of(open_editor_path, executor=CallbackExecutor(inbox.put))
     model = calling("open_editor_path", {})
     config = engine_config(tmp_path)
-    with CodexThread(config, on_event=inbox.put, tools=[tool]) as first:
+    with CodexThread(config, api_key="", on_event=inbox.put, tools=[tool]) as first:
         assert first.tools.names() == ["open_editor_path"]
     with CodexThread(config, transport=model.mock_transport(), on_event=inbox.put) as codex:
         codex.tools.add(tool)
