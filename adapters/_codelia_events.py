@@ -496,6 +496,8 @@ NOT_SENT: Mapping[str, str] = {
     "mcp_startup_update": "the servers' states are mcp.list's answer",
     "mcp_startup_complete": "the servers' states are mcp.list's answer",
     "mcp_list_tools_response": "answers mcp.list's list_mcp_tools: becomes that method's result",
+    "request_user_input": "never emitted here: this dialect does not turn ask_user on (yet), "
+    "so the model is not offered the tool",
 }
 """EventMsg types no Codelia UI is sent (a client that asked for codexcore events gets them)."""
 

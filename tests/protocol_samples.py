@@ -13,6 +13,13 @@ CHANGES: dict[str, p.FileChange] = {
     "/work/src.py": p.UpdateChange("@@ -1 +1 @@\n-a\n+b\n", move_path="/work/dst.py"),
 }
 
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}},
+    "required": ["summary"],
+    "additionalProperties": False,
+}
+
 OPS: list[Any] = [
     p.ConfigureSession(
         model="gpt-5",
@@ -25,6 +32,7 @@ OPS: list[Any] = [
         base_url="http://127.0.0.1:8080/v1",
         model_supports_reasoning_summaries=False,
         reasoning_summary="concise",
+        ask_user=True,
     ),
     p.UserInput(
         (
@@ -34,6 +42,7 @@ OPS: list[Any] = [
             p.SkillInput("release-notes", "/work/.codexcore/skills/release-notes/SKILL.md"),
         ),
         last_response_id="resp_1",
+        output_schema=ANSWER_SCHEMA,
     ),
     p.InjectInput((p.TextInput("also this"),)),
     p.UserTurn(
@@ -44,6 +53,7 @@ OPS: list[Any] = [
         model="gpt-5-mini",
         effort="low",
         summary="detailed",
+        output_schema=ANSWER_SCHEMA,
     ),
     p.OverrideTurnContext(
         cwd="/work/src",
@@ -66,6 +76,15 @@ OPS: list[Any] = [
     p.Compact(),
     p.ListMcpTools(),
     p.ListSkills(("/work", "/work/sub"), force_reload=True),
+    p.UserInputAnswer(
+        "call_4",
+        p.RequestUserInputResponse(
+            {
+                "storage": p.RequestUserInputAnswer(("SQLite (Recommended)",)),
+                "extras": p.RequestUserInputAnswer(("Search", "Export")),
+            }
+        ),
+    ),
     p.Shutdown(),
 ]
 
@@ -183,6 +202,36 @@ EVENT_MSGS: list[Any] = [
             ),
         ),
         (p.SkillErrorInfo("/home/u/.codexcore/skills/broken/SKILL.md", "missing field `name`"),),
+    ),
+    p.RequestUserInput(
+        "call_4",
+        (
+            p.RequestUserInputQuestion(
+                "storage",
+                "Storage",
+                "Where should the notes be kept?",
+                isOther=True,
+                options=(
+                    p.RequestUserInputQuestionOption(
+                        "SQLite (Recommended)", "One file, queries, no server."
+                    ),
+                    p.RequestUserInputQuestionOption("JSON files", "Plain files, easy to diff."),
+                ),
+            ),
+            p.RequestUserInputQuestion(
+                "extras",
+                "Extras",
+                "Which extras do you want?",
+                options=(
+                    p.RequestUserInputQuestionOption("Search", "Full-text search."),
+                    p.RequestUserInputQuestionOption("Export", "Export to Markdown."),
+                ),
+                multiSelect=True,
+            ),
+            p.RequestUserInputQuestion(
+                "token", "API token", "Paste the service's API token.", isOther=True, isSecret=True
+            ),
+        ),
     ),
     p.ShutdownComplete(),
 ]

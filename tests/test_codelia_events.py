@@ -113,6 +113,7 @@ ONE_OF_EACH: list[EventMsg] = [
     TurnAborted("interrupted"),
     ErrorEvent("boom", "internal"),
     *[msg for msg in SAMPLE_EVENT_MSGS if msg.TYPE.startswith("mcp_")],
+    *[msg for msg in SAMPLE_EVENT_MSGS if msg.TYPE == "request_user_input"],
     ShutdownComplete(),
     UserMessage("hello"),
 ]

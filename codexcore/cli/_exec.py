@@ -17,6 +17,11 @@ $CODEXCORE_HOME/sockets/<session>.sock) where a client of the Ralph-style
 session sockets follows and steers it over JSON-RPC: get_status, subscribe,
 inject_prompt, checkpoint, and stop (the Task ends after its current Turn, and
 exec exits 0). The socket is removed when exec exits.
+
+--output-schema FILE constrains the final answer to the JSON Schema in FILE (an
+object schema; the model's structured output, as Codex's exec --output-schema):
+the answer alone, as JSON, goes to stdout, and the rest of the human output to
+stderr. With --json the events carry it (task_complete's last_agent_message).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def register(subparsers: Any) -> None:
   codexcore exec --resume 0b6f…  "now fix the second one"
   codexcore exec --fork 0b6f…@resp_123  "try another approach"
   codexcore exec "fix the build" --control-socket   # $CODEXCORE_HOME/sockets/<session>.sock
+  codexcore exec --output-schema answer.schema.json "summarise the failures" > answer.json
 
 exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included),
             3 aborted, 4 an approval was needed with no terminal to ask, 130 Ctrl-C""",
@@ -85,6 +91,12 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         "$CODEXCORE_HOME/sockets/<session>.sock; docs/jsonrpc.md, Ralph-style session "
         "sockets); without "
         "PATH, give the prompt before it (or after --)",
+    )
+    parser.add_argument(
+        "--output-schema",
+        metavar="FILE",
+        help="a JSON Schema (an object schema) the final answer must follow; "
+        "the answer is printed alone, as JSON, on stdout",
     )
     add_settings_arguments(parser)
     parser.set_defaults(run=run)
@@ -116,6 +128,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.fork and "@" not in args.fork:
         print("codexcore exec: --fork takes SESSION@RESPONSE_ID", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        args.output_schema = read_output_schema(args.output_schema)
+    except ValueError as exc:
+        print(f"codexcore exec: --output-schema {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         loaded = load(args)
@@ -159,6 +176,28 @@ def _resolve_session_ids(args: argparse.Namespace, home: str | None) -> None:
         args.fork = f"{resolve_session_id(home, session_id)}@{response_id}"
 
 
+def read_output_schema(path: str | None) -> dict[str, Any] | None:
+    """The JSON Schema in the file ``path`` (None without one); ValueError names the
+    file and what is wrong with it."""
+    if path is None:
+        return None
+    import orjson
+
+    from ..engine._requests import output_schema_problem
+
+    try:
+        schema = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    problem = output_schema_problem(schema)
+    if problem is not None:
+        raise ValueError(f"{path}: {problem}")
+    assert isinstance(schema, dict)
+    return schema
+
+
 def load(args: argparse.Namespace) -> LoadedSettings:
     """The settings for these flags, over the environment, profile and config.toml."""
     from ..config import load_settings
@@ -193,7 +232,8 @@ class _ExecRun:
 
         self.args, self.loaded, self.prompt, self.interactive = args, loaded, prompt, interactive
         self.config = engine_config(args, loaded)
-        self.renderer = TerminalRenderer()
+        # With an output schema stdout is the answer's alone; the rest goes to stderr.
+        self.renderer = TerminalRenderer(sys.stderr if args.output_schema else sys.stdout)
         self.interrupts = 0
         self.exit_code = EXIT_ERROR
         self._interrupting: asyncio.Future[str] | None = None
@@ -289,15 +329,33 @@ class _ExecRun:
     async def _run_task(self) -> None:
         from ..protocol import TERMINAL_EVENT_TYPES, ErrorEvent, TextInput, UserInput
 
-        sub_id = await self.codex.submit(UserInput((TextInput(self.prompt),)))
+        schema = self.args.output_schema
+        sub_id = await self.codex.submit(UserInput((TextInput(self.prompt),), output_schema=schema))
         async for event in self.events:
             self._print(event)
             await self._answer_if_asked(event.msg)
             if event.id == sub_id and event.msg.TYPE in TERMINAL_EVENT_TYPES:
                 self.exit_code = self._exit_code_for(event.msg)
+                if schema is not None and not self.args.json:
+                    self._print_answer(event.msg)
                 if isinstance(event.msg, ErrorEvent) and event.msg.code in _WRONG_PLACE:
                     self._say_where_requests_went(event.msg.code)
                 return
+
+    def _print_answer(self, msg: Any) -> None:
+        """The final answer alone on stdout, as the schema asked: a script reads it."""
+        answer = getattr(msg, "last_agent_message", None)
+        if msg.TYPE != "task_complete" or answer is None:
+            return
+        import orjson
+
+        try:
+            orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            print("codexcore exec: the final answer is not JSON (a refusal?)", file=sys.stderr)
+            self.exit_code = EXIT_ERROR
+            return
+        print(answer, flush=True)
 
     def _say_where_requests_went(self, code: str) -> None:
         from ..model._client import displayed_url  # loaded: the requests were sent

@@ -9,7 +9,12 @@ from typing import Any
 
 import attrs
 
-from ..protocol import ApprovalPolicy, ReviewDecision
+from ..protocol import (
+    ApprovalPolicy,
+    RequestUserInput,
+    RequestUserInputResponse,
+    ReviewDecision,
+)
 from ..protocol._value import Value
 
 
@@ -113,15 +118,21 @@ class ApprovalWithdrawn(Exception):
     longer waits for an answer, and does not run."""
 
 
+Reply = RequestUserInputResponse | None
+"""The user's answer to the model's question; None when they declined to answer."""
+
+
 class Approvals:
     """Pending approval requests of the running Task, and the Session's grants.
 
     A request is a future keyed by its call_id; ``interrupt`` drops them all,
-    ``stop`` and ``checkpoint`` withdraw them.
+    ``stop`` and ``checkpoint`` withdraw them. The model's questions to the user
+    (``request_user_input``) wait here the same way, beside the approvals.
     """
 
     def __init__(self) -> None:
         self._pending: dict[str, asyncio.Future[Answer]] = {}
+        self._questions: dict[str, tuple[asyncio.Future[Reply], RequestUserInput]] = {}
         self._approved_commands: set[tuple[tuple[str, ...], str]] = set()
         self._approved_files: set[str] = set()
         self._approved_mcp_tools: set[tuple[str, str]] = set()
@@ -168,10 +179,37 @@ class Approvals:
         future.set_result(answer)
         return True
 
+    async def wait_for_reply(self, request: RequestUserInput) -> Reply:
+        """Wait for the user's reply to the model's question (cancellable); raises
+        :class:`ApprovalWithdrawn` if the question is withdrawn meanwhile."""
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._questions[request.call_id] = (future, request)
+        try:
+            return await future
+        finally:
+            self._questions.pop(request.call_id, None)
+
+    def question(self, call_id: str) -> RequestUserInput | None:
+        """The question waiting under ``call_id``, if one is."""
+        waiting = self._questions.get(call_id)
+        return None if waiting is None or waiting[0].done() else waiting[1]
+
+    def reply(self, call_id: str, reply: Reply) -> bool:
+        """Deliver a reply; False when no question with that call_id is waiting."""
+        waiting = self._questions.get(call_id)
+        if waiting is None or waiting[0].done():
+            return False
+        waiting[0].set_result(reply)
+        return True
+
+    def _waiting(self) -> list[tuple[str, asyncio.Future[Any]]]:
+        questions = [(call_id, future) for call_id, (future, _) in self._questions.items()]
+        return [*self._pending.items(), *questions]
+
     def withdraw_pending(self) -> None:
         """Answer every waiting request with :class:`ApprovalWithdrawn`: the Task
         goes on to the end of its Turn without them."""
-        for call_id, future in self._pending.items():
+        for call_id, future in self._waiting():
             if not future.done():
                 future.set_exception(ApprovalWithdrawn(call_id))
                 # Marked as seen: a waiter cancelled before it reads it (an interrupt
@@ -179,6 +217,7 @@ class Approvals:
                 future.exception()
 
     def drop_pending(self) -> None:
-        for future in self._pending.values():
+        for _, future in self._waiting():
             future.cancel()
         self._pending.clear()
+        self._questions.clear()

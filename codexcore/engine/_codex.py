@@ -245,10 +245,12 @@ class Codex:
         """
         if self._function_tools is None:
             # Loaded only by a program that uses function tools (start-up, issue 20).
+            from ._ask_user import NAME as ASK_USER
             from ._function_registry import ToolRegistry
             from ._requests import TOOLS
 
-            builtin = [spec["name"] for spec in TOOLS]
+            # The ask tool is built in too, offered whenever a UI turns it on.
+            builtin = [*(spec["name"] for spec in TOOLS), ASK_USER]
             self._function_tools = ToolRegistry(builtin, self.config.mcp_servers)
         return self._function_tools
 

@@ -47,7 +47,9 @@ class SessionConfig(Value):
     ``model_supports_reasoning_summaries`` says whether ``model`` takes
     ``reasoning`` options; None (the default) leaves it to the model catalogue
     (:mod:`codexcore.engine._models`). ``reasoning_effort`` is sent only to a
-    model that takes reasoning options.
+    model that takes reasoning options. ``ask_user`` is the UI's word that it can
+    answer the model's questions: only then is the model offered the
+    ``request_user_input`` tool (:mod:`codexcore.engine._ask_user`).
     """
 
     model: str = DEFAULT_MODEL
@@ -60,6 +62,7 @@ class SessionConfig(Value):
     model_supports_reasoning_summaries: bool | None = None
     base_url: str | None = None
     reasoning_summary: ReasoningSummary = "auto"
+    ask_user: bool = False
 
     def overlay(self, op: ConfigureSession) -> SessionConfig:
         """This configuration with every field that ``op`` sets replaced."""

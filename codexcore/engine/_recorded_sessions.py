@@ -46,6 +46,7 @@ from ._submissions import SubmissionRejected
 
 if TYPE_CHECKING:
     from ._codex import Codex
+    from ._config import SessionConfig
 
 _T = TypeVar("_T")
 
@@ -108,7 +109,7 @@ async def resume_session(codex: Codex, sub: Submission, resuming: Resuming) -> N
     try:
         codex._session = await new_session(
             codex,
-            loaded.config,
+            _for_this_ui(codex, loaded.config),
             session_id=loaded.session_id,
             history=loaded.history,
             append_to=loaded.path,
@@ -129,9 +130,15 @@ async def fork_session(codex: Codex, sub: Submission, loaded: LoadedSession) -> 
     for kind, items, response_id in loaded.history.branch():
         history.replay(kind, items, response_id)
     codex._session = await new_session(
-        codex, loaded.config, history=history, forked_from=op.session_id
+        codex, _for_this_ui(codex, loaded.config), history=history, forked_from=op.session_id
     )
     await announce_session(codex, sub.id)
+
+
+def _for_this_ui(codex: Codex, recorded: SessionConfig) -> SessionConfig:
+    """The recorded configuration, but with this engine's word on whether its UI answers
+    the model's questions: that is the connected UI's ability, not the session's."""
+    return attrs.evolve(recorded, ask_user=codex._session_config().ask_user)
 
 
 def _unwritten_events(codex: Codex, session_id: str) -> list[Event] | None:

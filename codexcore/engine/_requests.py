@@ -141,6 +141,7 @@ def build_request(
     *,
     session_id: str,
     catalog: ModelCatalog = BUILTIN_CATALOG,
+    output_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The body of one POST /responses for the next Turn.
 
@@ -150,7 +151,8 @@ def build_request(
     only to a model that takes them (``catalog``, the session's override
     first): the summary setting (left out when it is ``"none"``), the effort
     when one is configured, and in ``client`` mode the encrypted reasoning to
-    carry into the next request.
+    carry into the next request. ``output_schema`` asks for structured output
+    (``text.format``, see :func:`structured_output`).
     """
     store = config.history_mode == "server"
     reasoning = catalog.supports_reasoning(config.model, config.model_supports_reasoning_summaries)
@@ -179,7 +181,30 @@ def build_request(
         if config.reasoning_effort is not None:
             options["effort"] = config.reasoning_effort
         body["reasoning"] = options
+    if output_schema is not None:
+        body["text"] = {"format": structured_output(output_schema)}
     return body
+
+
+OUTPUT_SCHEMA_NAME = "codex_output_schema"
+"""The name Codex gives the schema of a Task's final answer (``exec --output-schema``)."""
+
+
+def structured_output(schema: dict[str, Any]) -> dict[str, Any]:
+    """The Responses API's ``text.format`` that constrains the answer to ``schema``,
+    strictly, as Codex sends it."""
+    return {"type": "json_schema", "name": OUTPUT_SCHEMA_NAME, "schema": schema, "strict": True}
+
+
+def output_schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` cannot constrain a final answer (None when it can): structured
+    output takes a JSON Schema whose root is an object (``"type": "object"``). The
+    rest of the schema is the provider's to judge: its error names the problem."""
+    if not isinstance(schema, dict):
+        return f"output_schema must be a JSON object (a JSON Schema), not {type(schema).__name__}"
+    if schema.get("type") != "object":
+        return 'output_schema must describe an object: its root needs "type": "object"'
+    return None
 
 
 # The keys each item type takes as input (the openai SDK's ``*Param`` types),

@@ -55,6 +55,7 @@ from ..protocol import (
     Stop,
     Submission,
     UserInput,
+    UserInputAnswer,
     UserTurn,
 )
 from ..protocol._value import Value
@@ -244,6 +245,8 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
         for s in State
         for op in (ExecApproval, PatchApproval)
     },
+    # user_input_answer answers the model's waiting question by call_id, as approvals do.
+    **{(s, UserInputAnswer): Step(None, tasks.answer_question) for s in State},
     # recorded sessions: listing and reading never disturb a Task; switching
     # to a resumed or forked session aborts it, as reconfiguring does.
     **{(s, ListSessions): Step(None, recorded.list_sessions) for s in State},

@@ -122,6 +122,7 @@ class Task:
         take_context: Callable[[], list[Item]] = list,
         settings: TurnSettings | None = None,
         auto_compact_limit: int | None = None,
+        output_schema: dict[str, Any] | None = None,
     ) -> None:
         """``take_context`` gives items for the next request that, unlike injected
         input, never make the Task send another request (user shell records).
@@ -129,7 +130,8 @@ class Task:
         per-turn settings applies from the next request on; without it the Task
         runs under ``config`` and ``tools`` throughout. ``auto_compact_limit`` is
         the total tokens at which the History is compacted between two Turns
-        (None: never)."""
+        (None: never). ``output_schema`` constrains every request's answer to that
+        JSON Schema (structured output): the Task's final answer is its JSON."""
         self._session_id = session_id
         self._config = config
         self._history = history
@@ -141,6 +143,7 @@ class Task:
         self._take_context = take_context
         self._settings = settings or TurnSettings(lambda: config, lambda _: tools)
         self._limit = auto_compact_limit
+        self._output_schema = output_schema
         self._compacted = False  # since the last Turn that was under the limit
 
     async def run(self, first_input: list[Item]) -> TaskComplete:
@@ -253,6 +256,7 @@ class Task:
             tools,
             session_id=self._session_id,
             catalog=self._settings.catalog,
+            output_schema=self._output_schema,
         )
         started = datetime.now(UTC)
         clock = time.monotonic()

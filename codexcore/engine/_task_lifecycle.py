@@ -7,7 +7,8 @@ supervisor (:func:`supervise`) waits for the runner's outcome and sends the
 one terminal event every ``task_started`` gets under the same id:
 ``task_complete``, ``turn_aborted`` or ``error``. While the Task runs,
 ``inject_input`` feeds its next model request, ``stop`` and ``checkpoint`` end
-it after its current Turn, and approvals answer the requests it waits on.
+it after its current Turn, and approvals (and the user's answers to the
+model's questions) answer the requests it waits on.
 Aborting it is the dispatcher's (``Codex._abort``): cancel the runner, wait
 for the supervisor.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._logging import get_logger
 from ..protocol import (
@@ -34,15 +35,17 @@ from ..protocol import (
     TaskStarted,
     TurnAborted,
     UserInput,
+    UserInputAnswer,
     UserTurn,
     WarningEvent,
 )
 from ..tools._sandbox_status import SandboxStatus
 from ._approvals import Answer, TaskAborted
+from ._ask_user import AnswerError, check_answer
 from ._compact import ContextWindowExceeded, auto_compact_limit
 from ._config import SessionConfig
 from ._history import Item
-from ._requests import InputError, user_message
+from ._requests import InputError, output_schema_problem, user_message
 from ._session import RunningTask, Session, StopRequest
 from ._session_lifecycle import UNCONFINED
 from ._skills import mention_parts, session_context
@@ -61,6 +64,9 @@ log = get_logger(__name__)
 async def task_input(codex: Codex, op: UserInput | InjectInput | UserTurn, cwd: str) -> list[Item]:
     """The model input an Op brings, with the skills its text mentions (``$name``,
     looked up from ``cwd``)."""
+    schema = None if isinstance(op, InjectInput) else op.output_schema
+    if schema is not None and (problem := output_schema_problem(schema)):
+        raise SubmissionRejected(problem, "bad_output_schema")
     skills = await mention_parts(codex._skills, op.items, cwd, str(codex._home()))
     try:
         message = user_message(op.items)
@@ -107,8 +113,9 @@ async def start_task(codex: Codex, sub: Submission, first_input: list[Item] | No
     # task_started its one terminal event.
     cancelled = await _yield_uncancelled()
     stop = StopRequest()
+    schema = sub.op.output_schema if isinstance(sub.op, UserInput | UserTurn) else None
     runner = asyncio.create_task(
-        run_task(codex, session, sub.id, first_input, stop, *under),
+        run_task(codex, session, sub.id, first_input, stop, *under, output_schema=schema),
         name=f"codexcore-task-{sub.id}",
     )
     supervisor = asyncio.create_task(supervise(codex, sub.id, runner))
@@ -136,8 +143,11 @@ async def run_task(
     config: SessionConfig,
     sandbox: SandboxStatus,
     client: ModelClient,
+    *,
+    output_schema: dict[str, Any] | None = None,
 ) -> TaskComplete:
-    """The runner: a Task under the configuration it started with."""
+    """The runner: a Task under the configuration it started with (its final answer
+    under ``output_schema``, when the op that started it gave one)."""
     # Everything from here to the first request runs without a pause: let the
     # events already emitted, task_started first, reach the UI before it.
     await asyncio.sleep(0)
@@ -166,6 +176,7 @@ async def run_task(
             codex.config.models.details(config.model).context_window,
             codex.config.model_auto_compact_token_limit,
         ),
+        output_schema=output_schema,
     )
     return await (task.compact() if first_input is None else task.run(first_input))
 
@@ -306,4 +317,26 @@ async def resolve_approval(codex: Codex, sub: Submission, _: object) -> None:
         session.rollout.record(
             {"type": "approval", "op": op.TYPE, "call_id": op.id}
             | {"decision": op.decision, "reason": op.reason}
+        )
+
+
+async def answer_question(codex: Codex, sub: Submission, _: object) -> None:
+    """``user_input_answer``: the reply to the model's waiting ``request_user_input``."""
+    op = sub.op
+    assert isinstance(op, UserInputAnswer)
+    session = codex._session
+    request = session.approvals.question(op.id) if session is not None else None
+    if session is None or request is None:
+        raise SubmissionRejected(
+            f"no request_user_input with call_id {op.id!r} is waiting", "unknown_call_id"
+        )
+    try:
+        check_answer(request, op)
+    except AnswerError as exc:
+        raise SubmissionRejected(f"user_input_answer: {exc}", "bad_answer") from None
+    session.approvals.reply(op.id, None if op.cancelled else op.response)
+    if session.rollout is not None:
+        # That it was answered; the answer itself (perhaps a secret) is the call's output.
+        session.rollout.record(
+            {"type": "user_input_answer", "call_id": op.id} | {"cancelled": op.cancelled}
         )

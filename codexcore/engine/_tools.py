@@ -44,6 +44,7 @@ from ..tools.exec import CommandInterrupted, ExecResult, run_command
 from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
 from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandbox_denial
+from . import _ask_user as ask
 from ._approvals import (
     Answer,
     Approvals,
@@ -132,11 +133,12 @@ class ToolRouter:
     async def specs(self) -> list[dict[str, Any]]:
         """The tools the next request offers: the built-in ones, then the MCP servers'
         (once their startup has settled: the first Turn waits at most that long)."""
+        builtin = [*TOOLS, ask.ASK_USER_TOOL] if self._config.ask_user else list(TOOLS)
         functions = [tool.spec for tool in self._functions.values()]
         if self._mcp is None:
-            return [*TOOLS, *functions]
+            return [*builtin, *functions]
         await self._mcp.wait_started()
-        return [*TOOLS, *functions, *self._mcp_specs()]
+        return [*builtin, *functions, *self._mcp_specs()]
 
     def _mcp_specs(self) -> list[dict[str, Any]]:
         """The MCP tools, less any whose name a function tool has (registration refuses
@@ -165,6 +167,8 @@ class ToolRouter:
                 output = await self._update_plan(item.get("arguments"))
             elif name == "view_image":
                 output = await self._view_image(call_id, item.get("arguments"))
+            elif name == ask.NAME:
+                output = await self._ask_user(call_id, item.get("arguments"))
             elif (function := self._functions.get(str(name))) is not None:
                 output = await self._function(call_id, function, item.get("arguments"))
             elif self._mcp is not None and (tool := self._mcp.lookup(str(name))) is not None:
@@ -367,6 +371,24 @@ class ToolRouter:
         self._attach(image_message(image))
         await self._emit(ViewImageToolCall(call_id, image.path))
         return attached(image)
+
+    async def _ask_user(self, call_id: str, arguments: Any) -> str:
+        """``request_user_input``: ask, then wait for the answer as for an approval."""
+        if not self._config.ask_user:
+            raise ToolCallError(ask.UNAVAILABLE)
+        try:
+            request = ask.parse_request(call_id, _json_object(arguments))
+        except ask.AskError as exc:
+            raise ToolCallError(f"{ask.NAME}: {exc}; nothing was asked") from None
+        if self._stopping():
+            return ask.WITHDRAWN
+        await self._emit(request)
+        try:
+            if self._stopping():  # a stop handled while the event waited for room
+                raise ApprovalWithdrawn(call_id)
+            return ask.reply_output(await self._approvals.wait_for_reply(request))
+        except ApprovalWithdrawn:
+            return ask.WITHDRAWN
 
     # --- apply_patch ------------------------------------------------------------
 

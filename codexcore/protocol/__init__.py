@@ -4,6 +4,14 @@ Pure data: nothing here does I/O or knows about asyncio, so every layer (the
 engine, the adapters, a UI's own code) can share these definitions.
 """
 
+from ._ask_user import (
+    RequestUserInput,
+    RequestUserInputAnswer,
+    RequestUserInputQuestion,
+    RequestUserInputQuestionOption,
+    RequestUserInputResponse,
+    UserInputAnswer,
+)
 from ._codec import (
     ProtocolError,
     decode_event,
@@ -215,6 +223,11 @@ __all__ = [
     "ReasoningEffort",
     "ReasoningSummary",
     "Refused",
+    "RequestUserInput",
+    "RequestUserInputAnswer",
+    "RequestUserInputQuestion",
+    "RequestUserInputQuestionOption",
+    "RequestUserInputResponse",
     "ResumeSession",
     "ReviewDecision",
     "RunUserShellCommand",
@@ -249,6 +262,7 @@ __all__ = [
     "TurnDiff",
     "UpdateChange",
     "UserInput",
+    "UserInputAnswer",
     "UserMessage",
     "UserTurn",
     "ViewImageToolCall",

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import attrs
 
+from ._ask_user import RequestUserInput
 from ._compaction import ContextCompacted, ContextCompactionStarted
 from ._mcp import (
     McpListToolsResponse,
@@ -438,6 +439,7 @@ EventMsg = Annotated[
     | PlanUpdate
     | ViewImageToolCall
     | ListSkillsResponse
+    | RequestUserInput
     | ShutdownComplete,
     EVENT_MSGS,
 ]

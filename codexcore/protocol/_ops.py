@@ -10,8 +10,9 @@ from typing import Annotated
 
 import attrs
 
+from ._ask_user import UserInputAnswer
 from ._compaction import Compact
-from ._mcp import ListMcpTools
+from ._mcp import JsonValue, ListMcpTools
 from ._skills import ListSkills
 from ._types import (
     ApprovalPolicy,
@@ -33,7 +34,10 @@ class ConfigureSession(Tagged):
     A field left out (``None``) keeps the Session's current value, or the
     engine's default for a new Session. ``model_supports_reasoning_summaries``
     overrides the model catalogue's word on whether the model takes reasoning
-    options. Answered by ``session_configured``.
+    options. ``ask_user`` true says the UI can answer the model's questions:
+    the model is offered the ``request_user_input`` tool (see
+    ``request_user_input``); a UI that cannot answer leaves it out (false).
+    Answered by ``session_configured``.
     """
 
     model: str | None = None
@@ -46,6 +50,7 @@ class ConfigureSession(Tagged):
     base_url: str | None = None
     model_supports_reasoning_summaries: bool | None = None
     reasoning_summary: ReasoningSummary | None = None
+    ask_user: bool | None = None
 
 
 @OPS.register("user_input")
@@ -54,11 +59,17 @@ class UserInput(Tagged):
     """Start a Task (replacing a running one).
 
     ``last_response_id`` forks the conversation from that ``turn_complete``
-    bookmark instead of continuing from the latest response.
+    bookmark instead of continuing from the latest response. ``output_schema``
+    (Codex's ``final_output_json_schema``), a JSON Schema whose root is an
+    object, constrains the Task's final answer: every request of the Task asks
+    the model for structured output under it, and ``task_complete``'s
+    ``last_agent_message`` is that JSON. One that is no object schema is
+    answered by ``error`` (code ``bad_output_schema``) and no Task starts.
     """
 
     items: tuple[InputItem, ...]
     last_response_id: str | None = None
+    output_schema: JsonValue = None
 
 
 @OPS.register("user_turn")
@@ -69,7 +80,8 @@ class UserTurn(Tagged):
     The settings are those of ``override_turn_context`` (each optional; one left
     out keeps its value), applied first and kept for later Tasks. A bad one is
     answered by ``error`` naming the field, and then nothing changes and no
-    Task starts.
+    Task starts. ``output_schema`` constrains the Task's final answer, as
+    ``user_input``'s does.
     """
 
     items: tuple[InputItem, ...]
@@ -79,6 +91,7 @@ class UserTurn(Tagged):
     model: str | None = None
     effort: ReasoningEffort | None = None
     summary: ReasoningSummary | None = None
+    output_schema: JsonValue = None
 
 
 @OPS.register("override_turn_context")
@@ -281,6 +294,7 @@ Op = Annotated[
     | OverrideTurnContext
     | Compact
     | ListMcpTools
-    | ListSkills,
+    | ListSkills
+    | UserInputAnswer,
     OPS,
 ]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import attrs
+
+from ._codec import to_wire
 from ._envelope import Event, Submission
 from ._wire import (
     CONNECTION_MSGS,
@@ -99,7 +102,12 @@ class _Builder:
         for field in fields_of(cls):
             prop = self.shape(field.shape)
             if not field.required:
-                prop = {**prop, "default": field.default}
+                default = field.default
+                # A record's default (an empty answer) is shown as it goes on the wire.
+                prop = {
+                    **prop,
+                    "default": to_wire(default) if attrs.has(type(default)) else default,
+                }
             properties[field.name] = prop
             if field.required:
                 required.append(field.name)
