@@ -311,7 +311,8 @@ class _Capture:
     def note(self, message: str) -> None:
         """Append a ``codexcore:`` line to stderr (and so to the aggregate)."""
         line = f"codexcore: {message}\n".encode()
-        if self.stderr.total_bytes and not self.stderr.ends_with(b"\n"):
+        # The aggregate is what the model reads: the note starts a line of its own there.
+        if self.aggregated.total_bytes and not self.aggregated.ends_with(b"\n"):
             line = b"\n" + line
         self.add("stderr", line)
 
@@ -405,6 +406,10 @@ class _Run:
         # Always: grandchildren may ignore or outlive the TERM the main one obeyed.
         await self._kill_everything()
         await self.protocol.exited
+        # Every writer is dead: what the command printed before it died is still in
+        # the pipes. Read it (an interrupted command reports its output so far), but
+        # not for long: a process that escaped the group may hold a pipe open.
+        await asyncio.wait(self.pumps, timeout=_PIPE_GRACE_S)
         for pump in self.pumps:
             pump.cancel()
         await asyncio.wait(self.pumps)
