@@ -208,7 +208,7 @@ class RemoteCodex:
 
         Before anything is sent, the socket's folder must be this user's and closed to
         others, and the server must run as this user (``SO_PEERCRED``); otherwise
-        :class:`~codexcore.adapters._unix_trust.UnsafeSocket` (a ``PermissionError``).
+        :class:`~codexcore.adapters.transports._unix_trust.UnsafeSocket` (a ``PermissionError``).
         """
 
         async def dial() -> Link:

@@ -22,7 +22,7 @@ from ._client_async import RemoteCodex
 from ._client_link import DEFAULT_MAX_LINE_BYTES
 from ._client_types import ClientOptions, StdioOptions
 from ._control_client import SenderOptions
-from ._loop_thread import LoopThread
+from .transports._loop_thread import LoopThread
 
 _LOGGER = "codexcore.adapters.client"  # the public module's name, as before the split
 log = get_logger(_LOGGER)

@@ -45,7 +45,7 @@ class RpcControlLink:
             host, port = parse_address(tcp)
             reader, writer = await asyncio.open_connection(host, port, limit=LINE_LIMIT)
         else:
-            from ._unix_trust import default_socket_path, open_unix_checked
+            from .transports._unix_trust import default_socket_path, open_unix_checked
 
             # Checked before the token and the message go anywhere (a squatted folder).
             path = unix or str(default_socket_path())

@@ -25,7 +25,7 @@ from ._control_config import ControlConfig as ControlConfig
 from ._control_config import ControlSender as ControlSender
 from ._control_config import KiB as KiB
 from ._control_config import MiB as MiB
-from ._credential import Credential as Credential
+from .transports._credential import Credential as Credential
 
 STDIN_REQUEST, STDIN_ACK = "control.stdin.request", "control.stdin.ack"
 INTERRUPT_REQUEST, INTERRUPT_ACK = "control.interrupt.request", "control.interrupt.ack"

@@ -22,11 +22,11 @@ import orjson
 
 from codexcore.protocol._value import Value
 
-from ._credential import Credential
-from ._framing import Item, LineTooLong
 from ._host import HostRefusal, SessionHost
 from ._native import Conduit, Lines, refuse, send_and_close, serve_connection, serve_stdio_session
 from ._rpc_options import RpcOptions
+from .transports._credential import Credential
+from .transports._framing import Item, LineTooLong
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcConnection

@@ -17,7 +17,7 @@ from codexcore.protocol import Peer
 from codexcore.protocol._value import Value
 
 from ._control_config import ControlConfig
-from ._framing import DEFAULT_MAX_LINE_BYTES
+from .transports._framing import DEFAULT_MAX_LINE_BYTES
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -29,8 +29,6 @@ from typing import Any
 from codexcore._logging import get_logger
 from codexcore.protocol import Event, decode_event
 
-from ._credential import Credential
-from ._framing import Item
 from ._host import Attachment, Frame, HostRefusal, Out, SessionHost
 from ._jsonrpc import (
     INTERNAL_ERROR,
@@ -49,6 +47,8 @@ from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable, decode_params, standard_methods
 from ._native import Conduit, Lines, send_and_close
 from ._rpc_options import RpcOptions as RpcOptions  # its home before; still found here
+from .transports._credential import Credential
+from .transports._framing import Item
 
 log = get_logger(__name__)
 

@@ -37,9 +37,9 @@ from codexcore.protocol import (
     encode_connection_msg,
 )
 
-from ._credential import Credential
-from ._framing import Item, LineReader, LineTooLong, decode_line, is_blank
 from ._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
+from .transports._credential import Credential
+from .transports._framing import Item, LineReader, LineTooLong, decode_line, is_blank
 
 log = get_logger(__name__)
 

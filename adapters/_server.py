@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 
 from codexcore._logging import get_logger
 
-from ._credential import Credential
 from ._dialect import Dialects, serve_socket
 from ._host import SessionHost
 from ._native import READ_CHUNK
+from .transports._credential import Credential
 
 log = get_logger(__name__)
 
@@ -98,7 +98,7 @@ def _credential(sock: socket.socket | None) -> Credential:
     """What the transport proves of a peer: a Unix peer's uid; a TCP peer nothing until
     its handshake's token."""
     if sock is not None and sock.family == socket.AF_UNIX:
-        from .unix import peer_uid
+        from .transports._unix_trust import peer_uid
 
         return Credential("unix", uid=peer_uid(sock))
     return Credential("tcp")

@@ -67,7 +67,7 @@ from ._client_types import (
     SubmissionRefused,
 )
 from ._control_client import ControlError, SenderOptions
-from ._unix_trust import UnsafeSocket
+from .transports._unix_trust import UnsafeSocket
 
 # The ``X as X`` imports above are names of the implementation that this module defined
 # or imported before its split: still importable from here, not part of the API.

@@ -25,7 +25,8 @@ from ._dialect import Dialects
 from ._host import SessionHost
 from ._native import READ_CHUNK
 from ._server import Listener, shutdown
-from ._unix_trust import default_socket_path, directory_problem, peer_credentials
+from .transports._unix_trust import default_socket_path, directory_problem, peer_credentials
+from .transports._unix_trust import peer_uid as peer_uid
 
 __all__ = [
     "SocketInUse",
@@ -40,11 +41,6 @@ __all__ = [
 
 class SocketInUse(OSError):
     """The socket path cannot be used: a live server holds it, or it is unsafe."""
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
-    return peer_credentials(sock)[1]
 
 
 def same_user(sock: socket.socket) -> str | None:

@@ -8,7 +8,6 @@ import attrs
 import orjson
 import pytest
 
-from codexcore.adapters._framing import LineTooLong
 from codexcore.adapters._jsonrpc import (
     Answered,
     Call,
@@ -27,6 +26,7 @@ from codexcore.adapters._jsonrpc_methods import (
     initialize,
     standard_methods,
 )
+from codexcore.adapters.transports._framing import LineTooLong
 
 
 def line(message: Any) -> bytes:

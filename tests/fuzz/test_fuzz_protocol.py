@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from codexcore import Rejected
 from codexcore.adapters._client_link import Skipped, parse_line
 from codexcore.adapters._client_types import RemoteError
-from codexcore.adapters._framing import LineReader, LineTooLong, decode_line
+from codexcore.adapters.transports._framing import LineReader, LineTooLong, decode_line
 from codexcore.protocol import (
     Event,
     Hello,

@@ -31,7 +31,7 @@ def peer_uid_of_fd(fd: int) -> int:
         with contextlib.suppress(OSError):
             sock = socket.socket(fileno=os.dup(fd))
             try:
-                from .unix import peer_uid
+                from ._unix_trust import peer_uid
 
                 return peer_uid(sock)
             finally:

@@ -31,6 +31,7 @@ __all__ = [
     "directory_problem",
     "open_unix_checked",
     "peer_credentials",
+    "peer_uid",
 ]
 
 
@@ -112,3 +113,8 @@ async def open_unix_checked(
     except BaseException:
         sock.close()
         raise
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    return peer_credentials(sock)[1]
