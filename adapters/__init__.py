@@ -17,8 +17,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._control_config import ControlConfig, ControlSender
-    from ._host import (
+    from ._server import shutdown
+    from .host._control_config import ControlConfig, ControlSender
+    from .host._host import (
         Attachment,
         HostConfig,
         HostRefusal,
@@ -26,17 +27,16 @@ if TYPE_CHECKING:
         SessionHost,
         host_engine_config,
     )
-    from ._server import shutdown
 
 _LAZY = {
-    "Attachment": "codexcore.adapters._host",
-    "ControlConfig": "codexcore.adapters._control_config",
-    "ControlSender": "codexcore.adapters._control_config",
-    "HostConfig": "codexcore.adapters._host",
-    "HostRefusal": "codexcore.adapters._host",
-    "NotAccepted": "codexcore.adapters._host",
-    "SessionHost": "codexcore.adapters._host",
-    "host_engine_config": "codexcore.adapters._host",
+    "Attachment": "codexcore.adapters.host._host",
+    "ControlConfig": "codexcore.adapters.host._control_config",
+    "ControlSender": "codexcore.adapters.host._control_config",
+    "HostConfig": "codexcore.adapters.host._host",
+    "HostRefusal": "codexcore.adapters.host._host",
+    "NotAccepted": "codexcore.adapters.host._host",
+    "SessionHost": "codexcore.adapters.host._host",
+    "host_engine_config": "codexcore.adapters.host._host",
     "shutdown": "codexcore.adapters._server",
 }
 

@@ -35,10 +35,10 @@ from ._codelia_context import keep_ui_context, ui_context_part
 from ._codelia_models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
 from ._codelia_runs import Codelia, Run
 from ._codelia_skills import note_mentions
-from ._host import Attachment
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable
+from .host._host import Attachment
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext

@@ -55,8 +55,8 @@ from ._codelia_deltas import event_head, is_delta, take_deltas
 from ._codelia_diagnostics import RunDiagnostics
 from ._codelia_events import MAPPING, AgentEvent, RunView, build, codexcore_event
 from ._codelia_models import current_model
-from ._host import Attachment, NotAccepted
 from ._jsonrpc import RpcError
+from .host._host import Attachment, NotAccepted
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext

@@ -43,9 +43,9 @@ from codexcore.protocol import (
 
 from ._codelia_events import AgentEvent, RunView, strip_ui_context
 from ._codelia_runs import agent_events, terminal_status
-from ._host import NotAccepted
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SESSION_LIST_FAILED, SESSION_LOAD_FAILED, SESSION_NOT_FOUND
+from .host._host import NotAccepted
 
 if TYPE_CHECKING:
     from ._jsonrpc_methods import MethodTable

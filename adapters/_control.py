@@ -60,7 +60,7 @@ from ._control_wire import (
 )
 
 if TYPE_CHECKING:
-    from ._host import HostedSession, SessionHost
+    from .host._host import HostedSession, SessionHost
 
 log = get_logger("codexcore.control")
 
@@ -447,3 +447,12 @@ def partial_sender(message: Any) -> str | None:
 def _submission(op: Any) -> Submission:
     # Ids of their own: the engine drops an id it saw lately as a duplicate.
     return Submission(f"control-{uuid.uuid4().hex}", op)
+
+
+def receiver(host: SessionHost) -> ControlReceiver:
+    """``host``'s control receiver: a host extension, made at the first control request."""
+    return host.extension(_receiver_of)
+
+
+def _receiver_of(host: SessionHost) -> ControlReceiver:
+    return ControlReceiver(host, host.config.control)

@@ -82,7 +82,9 @@ async def _handle(ctx: RpcContext, params: dict[str, Any], kind: str) -> dict[st
     if params.get("type", kind) != kind:
         detail = f"type: this method takes {kind!r}, got {str(params.get('type'))[:64]!r}"
         return ack({**partial_envelope(params), "type": kind}, "rejected", detail)
-    return await ctx.host.control.handle({"type": kind, **params}, ctx.credential)
+    from ._control import receiver
+
+    return await receiver(ctx.host).handle({"type": kind, **params}, ctx.credential)
 
 
 async def control_stdin(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:

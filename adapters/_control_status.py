@@ -40,7 +40,7 @@ from codexcore.protocol import (
     decode_event,
 )
 
-from ._host import Frame, HostedSession, HostRefusal, Out, SessionHost
+from .host._host import Frame, HostedSession, HostRefusal, Out, SessionHost
 
 if TYPE_CHECKING:
     from ._jsonrpc_server import RpcContext

@@ -19,12 +19,12 @@ from typing import Any, Literal
 
 import attrs
 
-from ._control_config import CONTROL_MESSAGES_SCHEMA as CONTROL_MESSAGES_SCHEMA
-from ._control_config import VERSION as VERSION
-from ._control_config import ControlConfig as ControlConfig
-from ._control_config import ControlSender as ControlSender
-from ._control_config import KiB as KiB
-from ._control_config import MiB as MiB
+from .host._control_config import CONTROL_MESSAGES_SCHEMA as CONTROL_MESSAGES_SCHEMA
+from .host._control_config import VERSION as VERSION
+from .host._control_config import ControlConfig as ControlConfig
+from .host._control_config import ControlSender as ControlSender
+from .host._control_config import KiB as KiB
+from .host._control_config import MiB as MiB
 from .transports._credential import Credential as Credential
 
 STDIN_REQUEST, STDIN_ACK = "control.stdin.request", "control.stdin.ack"

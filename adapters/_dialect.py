@@ -22,9 +22,9 @@ import orjson
 
 from codexcore.protocol._value import Value
 
-from ._host import HostRefusal, SessionHost
 from ._native import Conduit, Lines, refuse, send_and_close, serve_connection, serve_stdio_session
 from ._rpc_options import RpcOptions
+from .host._host import HostRefusal, SessionHost
 from .transports._credential import Credential
 from .transports._framing import Item, LineTooLong
 

@@ -21,9 +21,9 @@ import attrs
 from codexcore.protocol import Checkpoint, InjectInput, Op, Stop, Submission, TextInput
 
 from ._control_status import ALL_EVENTS, EVENT_TYPES, SessionStatus, statuses
-from ._host import HostRefusal, NotAccepted
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
+from .host._host import HostRefusal, NotAccepted
 
 if TYPE_CHECKING:
     from ._jsonrpc_methods import MethodTable

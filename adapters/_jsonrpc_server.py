@@ -29,7 +29,6 @@ from typing import Any
 from codexcore._logging import get_logger
 from codexcore.protocol import Event, decode_event
 
-from ._host import Attachment, Frame, HostRefusal, Out, SessionHost
 from ._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -47,6 +46,7 @@ from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable, decode_params, standard_methods
 from ._native import Conduit, Lines, send_and_close
 from ._rpc_options import RpcOptions as RpcOptions  # its home before; still found here
+from .host._host import Attachment, Frame, HostRefusal, Out, SessionHost
 from .transports._credential import Credential
 from .transports._framing import Item
 

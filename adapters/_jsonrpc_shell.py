@@ -40,9 +40,9 @@ from codexcore.protocol import (
     Submission,
 )
 
-from ._host import NotAccepted
 from ._jsonrpc import INVALID_PARAMS, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
+from .host._host import NotAccepted
 
 if TYPE_CHECKING:
     from ._jsonrpc_methods import MethodTable

@@ -37,7 +37,7 @@ from codexcore.protocol import (
     encode_connection_msg,
 )
 
-from ._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
+from .host._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
 from .transports._credential import Credential
 from .transports._framing import Item, LineReader, LineTooLong, decode_line, is_blank
 
@@ -365,8 +365,9 @@ class _Controls:
         return True
 
     async def _answer(self, value: dict[str, Any]) -> None:
-        host = self.attachment.session.host
-        answer = await host.control.handle(value, self.credential)
+        from ._control import receiver
+
+        answer = await receiver(self.attachment.session.host).handle(value, self.credential)
         self.attachment.reply(orjson.dumps(answer))
 
 

@@ -59,12 +59,12 @@ from codexcore.protocol import (
     decode_event,
 )
 
-from ._host import Attachment, NotAccepted
 from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Id, RpcError
 from ._jsonrpc_errors import SERVER_ERROR
 from ._jsonrpc_methods import MethodTable
 from ._jsonrpc_server import RpcContext, current_call
 from ._rpc_schemas import CHAT_RESULT, CHUNK
+from .host._host import Attachment, NotAccepted
 
 log = get_logger(__name__)
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from codexcore._logging import get_logger
 
 from ._dialect import Dialects, serve_socket
-from ._host import SessionHost
 from ._native import READ_CHUNK
+from .host._host import SessionHost
 from .transports._credential import Credential
 
 log = get_logger(__name__)

@@ -28,8 +28,8 @@ from codexcore._logging import get_logger
 
 from ._control_status import SessionStatus, statuses
 from ._dialect import Dialects
-from ._host import SessionHost
 from ._rpc_options import RpcOptions
+from .host._host import SessionHost
 from .unix import UnixServer
 
 log = get_logger(__name__)

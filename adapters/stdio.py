@@ -29,8 +29,8 @@ import attrs
 from codexcore._logging import get_logger
 
 from ._dialect import Dialects, serve_stdio_conduit
-from ._host import HostConfig, SessionHost
 from ._native import READ_CHUNK
+from .host._host import HostConfig, SessionHost
 from .transports._credential import Credential, peer_uid_of_fd
 from .transports._stdio_claim import claim_stdio
 

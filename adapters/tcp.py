@@ -19,9 +19,9 @@ import asyncio
 import ssl as _ssl
 
 from ._dialect import Dialects
-from ._host import SessionHost
 from ._native import READ_CHUNK
 from ._server import Listener, keepalive, shutdown
+from .host._host import SessionHost
 
 __all__ = ["TcpServer", "parse_address", "shutdown", "tls_context"]
 

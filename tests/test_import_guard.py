@@ -62,7 +62,7 @@ SOCKETS = (
     "codexcore.adapters.client",
     "codexcore.adapters._client_*",
     "codexcore.adapters.threads",
-    "codexcore.adapters._host_deltas",
+    "codexcore.adapters.host._deltas",
 )
 """Socket servers, the client library, and the host's merging of deltas for a slow socket
 connection (a stdio attachment holds the engine instead): not a stdio server's, nor
@@ -136,7 +136,7 @@ COMMAND_MODULES = command_modules()
 STDIO_SERVER = (
     "codexcore.adapters.stdio",
     "codexcore.adapters._dialect",
-    "codexcore.adapters._host*",
+    "codexcore.adapters.host._host*",
     "codexcore.adapters._native",
     *CONTROL_RECEIVER,
 )
@@ -426,7 +426,7 @@ async def test_serve_stdio_defers_its_work_until_the_first_answer_is_out() -> No
     """``serve --stdio`` loads the model client's stack after its first answer: the hook
     runs once, when that answer already waits in the client's pipe (nothing reads it
     until the end), and the session goes on."""
-    from codexcore.adapters._host import HostConfig
+    from codexcore.adapters.host._host import HostConfig
     from codexcore.adapters.stdio import serve_stdio
     from codexcore.engine import EngineConfig
 

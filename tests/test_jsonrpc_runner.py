@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 import pytest
 
-from codexcore.adapters._host import HostConfig, SessionHost, host_engine_config
 from codexcore.adapters._jsonrpc import RpcError
 from codexcore.adapters._jsonrpc_methods import standard_methods
 from codexcore.adapters._jsonrpc_server import (
@@ -23,6 +22,7 @@ from codexcore.adapters._jsonrpc_server import (
     RpcOptions,
 )
 from codexcore.adapters._native import Lines
+from codexcore.adapters.host._host import HostConfig, SessionHost, host_engine_config
 from codexcore.engine import SessionConfig
 from codexcore.protocol import ConfigureSession, Event, Submission
 from codexcore.testing import ScriptedModel

@@ -32,7 +32,7 @@ from . import SUMMARIES, plain
 if TYPE_CHECKING:
     from .._config_settings import ControlSettings
     from ..adapters._control_client import SenderOptions
-    from ..adapters._control_config import ControlConfig
+    from ..adapters.host._control_config import ControlConfig
 
 EXIT_CODES = {
     "ok": 0,
@@ -193,10 +193,10 @@ async def _send(
 
 
 def host_control_config(control: ControlSettings, environ: Mapping[str, str]) -> ControlConfig:
-    """The session host's :class:`~codexcore.adapters._control_config.ControlConfig` from
+    """The session host's :class:`~codexcore.adapters.host._control_config.ControlConfig` from
     ``[control]``: each sender's token read from the variable its ``token_env`` names
     (a sender whose variable is unset or empty has no token: it cannot send over TCP)."""
-    from ..adapters._control_config import ControlConfig, ControlSender
+    from ..adapters.host._control_config import ControlConfig, ControlSender
 
     senders = tuple(
         ControlSender(

@@ -41,8 +41,8 @@ from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 
 if TYPE_CHECKING:
     from ..adapters._dialect import Dialects
-    from ..adapters._host import HostConfig
     from ..adapters._server import Listener
+    from ..adapters.host._host import HostConfig
     from ..adapters.session_sockets import SessionSockets
 
 
@@ -157,7 +157,7 @@ def _say(message: str) -> None:
 def _import_serving_code() -> None:
     """Load what serving needs before its first answer, so start-up's objects can be
     frozen at once (what a Task needs waits: :func:`_load_first_turn`)."""
-    import codexcore.adapters._host  # noqa: F401
+    import codexcore.adapters.host._host  # noqa: F401
 
 
 def _load_first_turn() -> None:
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
-    from ..adapters._host import ENGINE_EVENT_QUEUE, HostConfig
+    from ..adapters.host._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
     from ._control import host_control_config
     from ._options import settings_overrides
@@ -298,8 +298,8 @@ async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_f
 
 
 async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
-    from ..adapters._host import SessionHost
     from ..adapters._server import shutdown
+    from ..adapters.host._host import SessionHost
     from ..adapters.tcp import TcpServer, parse_address, tls_context
     from ..adapters.unix import UnixServer
 

@@ -21,8 +21,8 @@ from codexcore.protocol import (
     decode_event,
 )
 
-from ._host_attachment import NORMAL, OUTPUT_DELTA, Frame, Out
-from ._host_config import KiB
+from ._attachment import NORMAL, OUTPUT_DELTA, Frame, Out
+from ._config import KiB
 
 OUTPUT_CHUNK_LIMIT = 8 * KiB
 """Merged ``exec_command_output_delta`` chunks stay within the engine's 8 KiB."""

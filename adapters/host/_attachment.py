@@ -54,10 +54,10 @@ from codexcore.protocol import (
     encode_event,
 )
 
-from ._host_config import KiB
+from ._config import KiB
 
 if TYPE_CHECKING:
-    from ._host_session import HostedSession
+    from ._session import HostedSession
 
 log = get_logger(__name__)
 
@@ -257,7 +257,7 @@ class Attachment:
         the backlog beside the largest queued event. Never run for a lossless
         (stdio) attachment, so a server loads the merging at its first slow socket.
         """
-        from ._host_deltas import coalesce
+        from ._deltas import coalesce
 
         limit = self.send_buffer_bytes
         items = coalesce(list(self._queue))

@@ -33,7 +33,7 @@ from codexcore.protocol import (
     TaskStarted,
 )
 
-from ._host_attachment import Attachment, Out
+from ._attachment import Attachment, Out
 
 if TYPE_CHECKING:
     from ._host import SessionHost

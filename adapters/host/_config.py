@@ -12,12 +12,12 @@ from typing import Any
 import attrs
 
 from codexcore import __version__
+from codexcore.adapters.transports._framing import DEFAULT_MAX_LINE_BYTES
 from codexcore.engine import EngineConfig
 from codexcore.protocol import Peer
 from codexcore.protocol._value import Value
 
 from ._control_config import ControlConfig
-from .transports._framing import DEFAULT_MAX_LINE_BYTES
 
 KiB = 1024
 MiB = 1024 * KiB

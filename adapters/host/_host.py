@@ -39,7 +39,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import attrs
 
@@ -47,7 +47,7 @@ from codexcore._logging import get_logger
 from codexcore.engine import Codex, EngineClosed, ModelClientPool
 from codexcore.protocol import PROTOCOL_VERSION, Event, Limits, Welcome
 
-from ._host_attachment import (
+from ._attachment import (
     DEFAULT_BATCH_BYTES,
     NORMAL,
     OUTPUT_DELTA,
@@ -58,14 +58,13 @@ from ._host_attachment import (
     NotAccepted,
     Out,
 )
-from ._host_config import ENGINE_EVENT_QUEUE, HostConfig, KiB, MiB, host_engine_config
-from ._host_session import HostedEngine, HostedSession
+from ._config import ENGINE_EVENT_QUEUE, HostConfig, KiB, MiB, host_engine_config
+from ._session import HostedEngine, HostedSession
 
 if TYPE_CHECKING:
     import httpx
 
-    from ._control import ControlReceiver
-    from ._host_deltas import OUTPUT_CHUNK_LIMIT, coalesce
+    from ._deltas import OUTPUT_CHUNK_LIMIT, coalesce
 
 __all__ = [
     "CAPABILITIES",
@@ -101,10 +100,21 @@ CAPABILITIES = ("acks", "coalesced_deltas", "control", "replay")
 def __getattr__(name: str) -> object:
     """The delta merging's names, loaded on first use (see :mod:`._host_deltas`)."""
     if name in ("OUTPUT_CHUNK_LIMIT", "coalesce"):
-        from . import _host_deltas
+        from . import _deltas as _host_deltas
 
         return getattr(_host_deltas, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class HostExtension(Protocol):
+    """What a dialect package keeps per host (:meth:`SessionHost.extension`)."""
+
+    def close(self) -> None:
+        """Release it: the host is closing."""
+        ...
+
+
+E = TypeVar("E", bound=HostExtension)
 
 
 class HostRefusal(Exception):
@@ -160,7 +170,7 @@ class SessionHost:
         self._closing_event = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
         self._on_new_session: list[Callable[[str], None]] = []
-        self._control: ControlReceiver | None = None
+        self._extensions: dict[Callable[[SessionHost], HostExtension], HostExtension] = {}
         self._sender_tokens = self.config.control.tokens()
 
     # --- lifecycle --------------------------------------------------------------------
@@ -199,8 +209,8 @@ class SessionHost:
         if self._sweeper is not None:
             await asyncio.gather(self._sweeper, return_exceptions=True)
         await asyncio.gather(*self._pumps, return_exceptions=True)
-        if self._control is not None:
-            self._control.close()
+        for extension in self._extensions.values():
+            extension.close()
         await self._pool.aclose()
 
     # --- what transports and dialects use -------------------------------------------------
@@ -246,14 +256,15 @@ class SessionHost:
             found |= hmac.compare_digest(given, sender_token.encode())
         return found
 
-    @property
-    def control(self) -> ControlReceiver:
-        """The receiver of seed 003's control messages (made on first use)."""
-        if self._control is None:
-            from ._control import ControlReceiver
+    def extension(self, factory: Callable[[SessionHost], E]) -> E:
+        """This host's one ``factory(self)``, made on first use and closed with the host.
 
-            self._control = ControlReceiver(self, self.config.control)
-        return self._control
+        How a dialect package plugs in what it keeps per host (the control receiver:
+        ``codexcore.adapters.control.receiver``) without the host importing it."""
+        found = self._extensions.get(factory)
+        if found is None:
+            found = self._extensions[factory] = factory(self)
+        return cast("E", found)
 
     async def attach(
         self,
