@@ -27,8 +27,8 @@ from ._control_wire import (
 )
 
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
-    from ._jsonrpc_server import RpcContext
+    from .jsonrpc._methods import MethodTable
+    from .jsonrpc._server import RpcContext
 
 
 _S, _I = STDIN_REQUEST_SCHEMA, INTERRUPT_REQUEST_SCHEMA

@@ -23,13 +23,13 @@ import orjson
 from codexcore.protocol._value import Value
 
 from ._native import Conduit, Lines, refuse, send_and_close, serve_connection, serve_stdio_session
-from ._rpc_options import RpcOptions
 from .host._host import HostRefusal, SessionHost
+from .jsonrpc._options import RpcOptions
 from .transports._credential import Credential
 from .transports._framing import Item, LineTooLong
 
 if TYPE_CHECKING:
-    from ._jsonrpc_server import RpcConnection
+    from .jsonrpc._server import RpcConnection
 
 Protocol = Literal["auto", "native", "jsonrpc"]
 PROTOCOLS: tuple[Protocol, ...] = ("auto", "native", "jsonrpc")
@@ -68,8 +68,8 @@ async def _refuse(
     if protocol != "jsonrpc":
         await refuse(conduit, refusal, flush_timeout)
         return
-    from ._jsonrpc import NOT_INITIALIZED, UNAUTHORIZED, RpcError, dumps, error_response
-    from ._jsonrpc_errors import SERVER_ERROR
+    from .jsonrpc._errors import SERVER_ERROR
+    from .jsonrpc._machine import NOT_INITIALIZED, UNAUTHORIZED, RpcError, dumps, error_response
 
     codes = {"unauthorized": UNAUTHORIZED, "handshake_timeout": NOT_INITIALIZED}
     error = RpcError(codes.get(refusal.code, SERVER_ERROR), refusal.message)
@@ -89,7 +89,7 @@ def _rpc_connection(
 ) -> RpcConnection:
     """A JSON-RPC connection; the JSON-RPC stack is imported here, by the first connection
     that speaks it, so a native client never loads it."""
-    from ._jsonrpc_server import RpcConnection
+    from .jsonrpc._server import RpcConnection
 
     return RpcConnection(
         host,

@@ -26,10 +26,10 @@ import attrs
 
 from codexcore._logging import get_logger
 
-from ._control_status import SessionStatus, statuses
 from ._dialect import Dialects
-from ._rpc_options import RpcOptions
 from .host._host import SessionHost
+from .jsonrpc._options import RpcOptions
+from .jsonrpc.session_socket._status import SessionStatus, statuses
 from .unix import UnixServer
 
 log = get_logger(__name__)

@@ -39,20 +39,27 @@ OPTIONAL = ("mcp", "acp", "redis", "openai")
 """Optional or foreign packages: loaded only on the path that uses them."""
 
 RPC_SEEDS = (
-    "codexcore.adapters._codelia*",
-    "codexcore.adapters._seed001",
-    "codexcore.adapters._jsonrpc_control",
-    "codexcore.adapters._control_status",
-    "codexcore.adapters._jsonrpc_shell",
+    "codexcore.adapters.jsonrpc.codelia",
+    "codexcore.adapters.jsonrpc.chat",
+    "codexcore.adapters.jsonrpc.session_socket",
     "codexcore.adapters._control_methods",
-    "codexcore.adapters._openrpc",
+    "codexcore.adapters.jsonrpc._openrpc",
 )
-"""The seeds' methods on the JSON-RPC dialect (000, 001, 003's and 004's) and the OpenRPC
-document: each module is loaded at the first call of one of its methods, so never before
-``initialize`` is answered (``MethodGroup`` in ``adapters/_jsonrpc_methods.py``)."""
+"""The protocols on the JSON-RPC dialect (the Codelia runtime protocol, the chat protocol,
+the session socket's and the control messages' methods) and the OpenRPC document: each
+module is loaded at the first call of one of its methods, so never before ``initialize``
+is answered (``MethodGroup`` in ``adapters/jsonrpc/_methods.py``)."""
 
-JSONRPC = ("codexcore.adapters._jsonrpc*", "codexcore.adapters._rpc_schemas", *RPC_SEEDS)
-"""The JSON-RPC dialect (seeds 000, 001 and 004): loaded by a JSON-RPC first frame only."""
+JSONRPC = (
+    "codexcore.adapters.jsonrpc._machine",
+    "codexcore.adapters.jsonrpc._errors",
+    "codexcore.adapters.jsonrpc._methods",
+    "codexcore.adapters.jsonrpc._server*",
+    "codexcore.adapters.jsonrpc._schemas",
+    *RPC_SEEDS,
+)
+"""The JSON-RPC dialect's machinery and protocols: loaded by a JSON-RPC first frame only
+(``jsonrpc._options``, how a server serves JSON-RPC, is every server's)."""
 
 SOCKETS = (
     "codexcore.adapters.tcp",
@@ -412,10 +419,10 @@ def test_the_guard_names_a_forbidden_module_and_its_importer(
     rpc = next(entry for entry in ENTRY_POINTS if entry.name.endswith("JSON-RPC first frame"))
     _, loaded = run_entry(rpc, tmp_path, scripted_model)
     found = offences(loaded, JSONRPC)
-    server = [line for line in found if line.startswith("codexcore.adapters._jsonrpc_server ")]
+    server = [line for line in found if line.startswith("codexcore.adapters.jsonrpc._server ")]
     assert server == [
-        "codexcore.adapters._jsonrpc_server (forbidden by 'codexcore.adapters._jsonrpc*'), "
-        "imported by: codexcore.adapters._jsonrpc_server <- codexcore.adapters._dialect "
+        "codexcore.adapters.jsonrpc._server (forbidden by 'codexcore.adapters.jsonrpc._server*'), "
+        "imported by: codexcore.adapters.jsonrpc._server <- codexcore.adapters._dialect "
         "<- codexcore.adapters.stdio <- codexcore.cli._serve <- codexcore.cli <- __main__"
     ], found
     assert not offences(loaded, OPTIONAL)

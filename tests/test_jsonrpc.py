@@ -8,7 +8,7 @@ import attrs
 import orjson
 import pytest
 
-from codexcore.adapters._jsonrpc import (
+from codexcore.adapters.jsonrpc._machine import (
     Answered,
     Call,
     Close,
@@ -18,7 +18,7 @@ from codexcore.adapters._jsonrpc import (
     RpcMachine,
     Send,
 )
-from codexcore.adapters._jsonrpc_methods import (
+from codexcore.adapters.jsonrpc._methods import (
     SERVER_CAPABILITIES,
     SERVER_FEATURES,
     MethodTable,

@@ -25,9 +25,9 @@ import referencing
 from referencing.jsonschema import DRAFT7
 
 from codexcore import adapters
-from codexcore.adapters._jsonrpc_errors import ERRORS
-from codexcore.adapters._jsonrpc_methods import standard_methods
-from codexcore.adapters._openrpc import openrpc_document
+from codexcore.adapters.jsonrpc._errors import ERRORS
+from codexcore.adapters.jsonrpc._methods import standard_methods
+from codexcore.adapters.jsonrpc._openrpc import openrpc_document
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
 
 from .server_helpers import PY, StdioServer

@@ -280,7 +280,7 @@ def _raise_fd_limit() -> None:
 
 def _dialects(args: argparse.Namespace) -> Dialects:
     from ..adapters._dialect import Dialects
-    from ..adapters._rpc_options import RpcOptions
+    from ..adapters.jsonrpc._options import RpcOptions
 
     diagnostics = args.diagnostics or os.environ.get("CODEXCORE_DIAGNOSTICS", "").strip() == "1"
     options = RpcOptions(max_pending=args.max_pending_requests, diagnostics=diagnostics)

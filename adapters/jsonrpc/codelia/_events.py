@@ -61,7 +61,7 @@ from codexcore.protocol import (
     UpdateChange,
 )
 
-from ._codelia_plan import image_events, plan_events
+from ._plan import image_events, plan_events
 
 AgentEvent = dict[str, Any]
 

@@ -28,6 +28,8 @@ import attrs
 import orjson
 
 from codexcore._logging import get_logger
+from codexcore.adapters.host._host import Attachment, NotAccepted
+from codexcore.adapters.jsonrpc._machine import RpcError
 from codexcore.protocol import (
     ApplyPatchApprovalRequest,
     ErrorEvent,
@@ -51,15 +53,13 @@ from codexcore.protocol import (
     encode_event,
 )
 
-from ._codelia_deltas import event_head, is_delta, take_deltas
-from ._codelia_diagnostics import RunDiagnostics
-from ._codelia_events import MAPPING, AgentEvent, RunView, build, codexcore_event
-from ._codelia_models import current_model
-from ._jsonrpc import RpcError
-from .host._host import Attachment, NotAccepted
+from ._deltas import event_head, is_delta, take_deltas
+from ._diagnostics import RunDiagnostics
+from ._events import MAPPING, AgentEvent, RunView, build, codexcore_event
+from ._models import current_model
 
 if TYPE_CHECKING:
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 log = get_logger(__name__)
 
@@ -376,7 +376,7 @@ class Codelia:
     async def confirm(
         self, run: Run, request: ExecApprovalRequest | ApplyPatchApprovalRequest
     ) -> None:
-        from ._jsonrpc_server import ConnectionClosed
+        from codexcore.adapters.jsonrpc._server import ConnectionClosed
 
         try:
             answer = await self.ctx.request(

@@ -23,8 +23,8 @@ import attrs
 
 from codexcore import __version__
 
-from ._jsonrpc_errors import BOUND_ERROR, COMMON_ERRORS, ERRORS
-from ._jsonrpc_methods import Method, MethodTable, Outbound, standard_methods
+from ._errors import BOUND_ERROR, COMMON_ERRORS, ERRORS
+from ._methods import Method, MethodTable, Outbound, standard_methods
 
 OPENRPC_VERSION = "1.3.2"
 SCHEMAS = "#/components/schemas/"

@@ -14,7 +14,7 @@ import attrs
 from codexcore.protocol._value import Value
 
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
+    from ._methods import MethodTable
 
 
 @attrs.frozen(repr=False, eq=False)

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from codexcore.adapters.host._host import HostRefusal, NotAccepted
+from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
 from codexcore.protocol import Checkpoint, InjectInput, Op, Stop, Submission, TextInput
 
-from ._control_status import ALL_EVENTS, EVENT_TYPES, SessionStatus, statuses
-from ._jsonrpc import INVALID_PARAMS, RpcError
-from ._jsonrpc_errors import SERVER_ERROR
-from .host._host import HostRefusal, NotAccepted
+from ._status import ALL_EVENTS, EVENT_TYPES, SessionStatus, statuses
 
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._methods import MethodTable
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 
 # --- the methods ------------------------------------------------------------------------------

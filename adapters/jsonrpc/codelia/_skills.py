@@ -26,15 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._machine import RpcError
 from codexcore.engine import project_root
 from codexcore.protocol import InputItem, ListSkills, ListSkillsResponse, SkillMetadata, TextInput
 
-from ._jsonrpc import RpcError
-from ._jsonrpc_errors import SERVER_ERROR
-
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._methods import MethodTable
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 MAX_LISTED = 500
 """Skills one answer lists; past that, ``truncated`` is true."""
@@ -67,7 +66,7 @@ def _kept(ctx: RpcContext) -> _Kept:
 
 async def list_skills(ctx: RpcContext, cwd: str | None, reload: bool) -> ListSkillsResponse:
     """The engine's ``list_skills`` answer for the connection's session (at ``cwd``)."""
-    from ._codelia import state_of
+    from ._methods import state_of
 
     answer = await state_of(ctx).ask_engine(
         ListSkills((cwd,) if cwd else (), reload), ListSkillsResponse

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from codexcore.protocol import PlanUpdate, ViewImageToolCall
 
 if TYPE_CHECKING:
-    from ._codelia_events import AgentEvent, RunView
+    from ._events import AgentEvent, RunView
 
 TODO_TOOL = "todo_new"
 VIEW_IMAGE = "view_image"

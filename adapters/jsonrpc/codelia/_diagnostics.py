@@ -18,7 +18,7 @@ import attrs
 
 from codexcore.protocol import TokenCount, TurnComplete
 
-from ._codelia_models import PROVIDER
+from ._models import PROVIDER
 
 STOP_REASON = "completed"
 """A Turn ends on ``response.completed`` only, and Codelia's OpenAI provider reports

@@ -27,9 +27,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from codexcore._logging import get_logger
+from codexcore.adapters._native import Conduit, Lines, send_and_close
+from codexcore.adapters.host._host import Attachment, Frame, HostRefusal, Out, SessionHost
+from codexcore.adapters.transports._credential import Credential
+from codexcore.adapters.transports._framing import Item
 from codexcore.protocol import Event, decode_event
 
-from ._jsonrpc import (
+from ._errors import SERVER_ERROR
+from ._machine import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -42,13 +47,8 @@ from ._jsonrpc import (
     Send,
     notification,
 )
-from ._jsonrpc_errors import SERVER_ERROR
-from ._jsonrpc_methods import MethodTable, decode_params, standard_methods
-from ._native import Conduit, Lines, send_and_close
-from ._rpc_options import RpcOptions as RpcOptions  # its home before; still found here
-from .host._host import Attachment, Frame, HostRefusal, Out, SessionHost
-from .transports._credential import Credential
-from .transports._framing import Item
+from ._methods import MethodTable, decode_params, standard_methods
+from ._options import RpcOptions as RpcOptions  # its home before; still found here
 
 log = get_logger(__name__)
 

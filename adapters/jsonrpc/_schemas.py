@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .host._control_config import CONTROL_MESSAGES_SCHEMA
+from codexcore.adapters.host._control_config import CONTROL_MESSAGES_SCHEMA
 
 PROTOCOL_VERSION = "0"
 """Seed 000's protocol version, the one this dialect speaks."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._jsonrpc import (
+from ._machine import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import orjson
 
-from .transports._framing import LineTooLong
+from codexcore.adapters.transports._framing import LineTooLong
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

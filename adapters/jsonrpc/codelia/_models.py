@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
 from codexcore.protocol import OverrideTurnContext
 
-from ._jsonrpc import INVALID_PARAMS, RpcError
-
 if TYPE_CHECKING:
-    from ._codelia_runs import Codelia
+    from ._runs import Codelia
 
 PROVIDER = "openai"
 CODELIA_LEVELS = ("low", "medium", "high", "xhigh", "max")

@@ -27,6 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from codexcore.adapters.host._host import NotAccepted
+from codexcore.adapters.jsonrpc._errors import (
+    SESSION_LIST_FAILED,
+    SESSION_LOAD_FAILED,
+    SESSION_NOT_FOUND,
+)
+from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
 from codexcore.protocol import (
     ErrorEvent,
     Event,
@@ -41,15 +48,12 @@ from codexcore.protocol import (
     UserMessage,
 )
 
-from ._codelia_events import AgentEvent, RunView, strip_ui_context
-from ._codelia_runs import agent_events, terminal_status
-from ._jsonrpc import INVALID_PARAMS, RpcError
-from ._jsonrpc_errors import SESSION_LIST_FAILED, SESSION_LOAD_FAILED, SESSION_NOT_FOUND
-from .host._host import NotAccepted
+from ._events import AgentEvent, RunView, strip_ui_context
+from ._runs import agent_events, terminal_status
 
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._methods import MethodTable
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 PAGE = 1000
 """Events asked of the engine per ``get_history``."""

@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from codexcore.adapters.host._host import NotAccepted
+from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
 from codexcore.protocol import (
     ErrorEvent,
     Event,
@@ -40,13 +43,9 @@ from codexcore.protocol import (
     Submission,
 )
 
-from ._jsonrpc import INVALID_PARAMS, RpcError
-from ._jsonrpc_errors import SERVER_ERROR
-from .host._host import NotAccepted
-
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._methods import MethodTable
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 DEFAULT_TIMEOUT_S = 120
 MAX_TIMEOUT_S = 300

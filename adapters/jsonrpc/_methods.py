@@ -32,11 +32,11 @@ import attrs
 from codexcore import __version__
 from codexcore.protocol import to_wire
 
-from ._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
-from ._rpc_schemas import INITIALIZE_RESULT, PROTOCOL_VERSION
+from ._machine import INVALID_PARAMS, INVALID_REQUEST, UNAUTHORIZED, RpcError
+from ._schemas import INITIALIZE_RESULT, PROTOCOL_VERSION
 
 if TYPE_CHECKING:
-    from ._jsonrpc_server import RpcContext
+    from ._server import RpcContext
 
 P = TypeVar("P")
 Handler = Callable[["RpcContext", P], Awaitable[Any]]
@@ -531,40 +531,52 @@ def _registered_by(module: str, function: str = "register") -> Callable[[MethodT
     ``initialize`` needs none of them. Named after the module, for drift errors."""
 
     def register(table: MethodTable) -> None:
-        getattr(importlib.import_module(module, __package__), function)(table)
+        getattr(importlib.import_module(module), function)(table)
 
-    register.__qualname__ = register.__name__ = module.lstrip(".")
+    register.__qualname__ = register.__name__ = module.removeprefix("codexcore.adapters.")
     return register
 
 
 STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     MethodGroup(
-        _registered_by("._codelia"),
+        _registered_by("codexcore.adapters.jsonrpc.codelia._methods"),
         ("run.start", "run.cancel", "model.list", "model.set"),
         # The runtime-to-UI confirm and its preflight events, which the run flow implements.
         features=("supports_ui_requests", "supports_permission_preflight_events"),
     ),
-    MethodGroup(_registered_by("._seed001"), ("chat", "exit"), unbounded=("exit",)),
     MethodGroup(
-        _registered_by("._jsonrpc_control", "add_control_methods"),
+        _registered_by("codexcore.adapters.jsonrpc.chat._chat"),
+        ("chat", "exit"),
+        unbounded=("exit",),
+    ),
+    MethodGroup(
+        _registered_by("codexcore.adapters.jsonrpc.session_socket._methods", "add_control_methods"),
         ("get_status", "stop", "checkpoint", "inject_prompt", "subscribe", "unsubscribe"),
     ),
     # shell.exec runs on the user's shell
-    MethodGroup(_registered_by("._jsonrpc_shell", "add_shell_methods"), ("shell.exec",)),
     MethodGroup(
-        _registered_by("._codelia_sessions", "add_session_methods"),
+        _registered_by("codexcore.adapters.jsonrpc.codelia._shell", "add_shell_methods"),
+        ("shell.exec",),
+    ),
+    MethodGroup(
+        _registered_by("codexcore.adapters.jsonrpc.codelia._sessions", "add_session_methods"),
         ("session.list", "session.history"),
     ),
     MethodGroup(
-        _registered_by("._codelia_context", "add_context_methods"),
+        _registered_by("codexcore.adapters.jsonrpc.codelia._context", "add_context_methods"),
         ("context.inspect", "ui.context.update", "tool.call"),
     ),
     MethodGroup(
-        _registered_by("._control_methods", "add_control_message_methods"),
+        _registered_by("codexcore.adapters._control_methods", "add_control_message_methods"),
         ("control.stdin", "control.interrupt"),
     ),
-    MethodGroup(_registered_by("._codelia_mcp", "add_mcp_methods"), ("mcp.list",)),
-    MethodGroup(_registered_by("._codelia_skills", "add_skills_methods"), ("skills.list",)),
+    MethodGroup(
+        _registered_by("codexcore.adapters.jsonrpc.codelia._mcp", "add_mcp_methods"), ("mcp.list",)
+    ),
+    MethodGroup(
+        _registered_by("codexcore.adapters.jsonrpc.codelia._skills", "add_skills_methods"),
+        ("skills.list",),
+    ),
 )
 """The seeds' methods every JSON-RPC connection is served, by name, one group a module."""
 

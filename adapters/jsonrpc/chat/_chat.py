@@ -40,6 +40,12 @@ import attrs
 import orjson
 
 from codexcore._logging import get_logger
+from codexcore.adapters.host._host import Attachment, NotAccepted
+from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._machine import INTERNAL_ERROR, INVALID_REQUEST, Id, RpcError
+from codexcore.adapters.jsonrpc._methods import MethodTable
+from codexcore.adapters.jsonrpc._schemas import CHAT_RESULT, CHUNK
+from codexcore.adapters.jsonrpc._server import RpcContext, current_call
 from codexcore.protocol import (
     AgentMessage,
     AgentMessageDelta,
@@ -58,13 +64,6 @@ from codexcore.protocol import (
     UserInput,
     decode_event,
 )
-
-from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, Id, RpcError
-from ._jsonrpc_errors import SERVER_ERROR
-from ._jsonrpc_methods import MethodTable
-from ._jsonrpc_server import RpcContext, current_call
-from ._rpc_schemas import CHAT_RESULT, CHUNK
-from .host._host import Attachment, NotAccepted
 
 log = get_logger(__name__)
 

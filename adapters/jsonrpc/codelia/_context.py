@@ -33,18 +33,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
+from codexcore.adapters.jsonrpc._methods import decode_params
 from codexcore.protocol import InputItem, TextInput
 
-from ._codelia_events import UI_CONTEXT_CLOSE, UI_CONTEXT_OPEN
-from ._codelia_skills import INSPECT_SKILLS, inspect_skills
-from ._jsonrpc import INVALID_PARAMS, RpcError
-from ._jsonrpc_errors import SERVER_ERROR
-from ._jsonrpc_methods import decode_params
-from ._jsonrpc_shell import SHELL_EXEC_RESULT, ShellExecParams, shell_exec
+from ._events import UI_CONTEXT_CLOSE, UI_CONTEXT_OPEN
+from ._shell import SHELL_EXEC_RESULT, ShellExecParams, shell_exec
+from ._skills import INSPECT_SKILLS, inspect_skills
 
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._methods import MethodTable
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 TOOLS = ("shell",)
 """The built-in tools ``tool.call`` serves."""
@@ -158,7 +158,7 @@ async def ui_context_update(ctx: RpcContext, params: UiContext) -> None:
 
 
 async def context_inspect(ctx: RpcContext, params: ContextInspect) -> dict[str, Any]:
-    from ._codelia import state_of
+    from ._methods import state_of
 
     state = state_of(ctx)
     await state.attachment()

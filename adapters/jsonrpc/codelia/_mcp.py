@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._machine import RpcError
 from codexcore.protocol import ErrorEvent, ListMcpTools, McpListToolsResponse
 
-from ._jsonrpc import RpcError
-from ._jsonrpc_errors import SERVER_ERROR
-
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._methods import MethodTable
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 _STATES = {
     "disabled": "disabled",
@@ -41,7 +40,7 @@ class McpList:
 
 
 async def mcp_list(ctx: RpcContext, params: McpList) -> dict[str, Any]:
-    from ._codelia import state_of
+    from ._methods import state_of
 
     state = state_of(ctx)
     answer = await state.ask_engine(ListMcpTools(), McpListToolsResponse)

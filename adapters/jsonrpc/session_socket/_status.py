@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from codexcore._logging import get_logger
+from codexcore.adapters.host._host import Frame, HostedSession, HostRefusal, Out, SessionHost
 from codexcore.engine import State
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
@@ -40,10 +41,8 @@ from codexcore.protocol import (
     decode_event,
 )
 
-from .host._host import Frame, HostedSession, HostRefusal, Out, SessionHost
-
 if TYPE_CHECKING:
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 log = get_logger(__name__)
 

@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from codexcore._logging import get_logger
+from codexcore.adapters.host._host import Attachment
+from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
+from codexcore.adapters.jsonrpc._methods import MethodTable
 from codexcore.engine import State
 from codexcore.protocol import (
     Compact,
@@ -31,17 +35,13 @@ from codexcore.protocol import (
     UserInput,
 )
 
-from ._codelia_context import keep_ui_context, ui_context_part
-from ._codelia_models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
-from ._codelia_runs import Codelia, Run
-from ._codelia_skills import note_mentions
-from ._jsonrpc import INVALID_PARAMS, RpcError
-from ._jsonrpc_errors import SERVER_ERROR
-from ._jsonrpc_methods import MethodTable
-from .host._host import Attachment
+from ._context import keep_ui_context, ui_context_part
+from ._models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
+from ._runs import Codelia, Run
+from ._skills import note_mentions
 
 if TYPE_CHECKING:
-    from ._jsonrpc_server import RpcContext
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 log = get_logger(__name__)
 
@@ -240,7 +240,7 @@ async def _model_set(ctx: RpcContext, params: ModelSet) -> dict[str, Any]:
 def register(table: MethodTable) -> None:
     """Seed 000's run flow: run.start, run.cancel, model.list, model.set, and the
     runtime-to-UI confirm with its preflight events."""
-    from ._codelia_schemas import NOTIFICATIONS, RESULTS, declare
+    from ._schemas import NOTIFICATIONS, RESULTS, declare
 
     run_errors = (RUNTIME_BUSY, SERVER_ERROR, SESSION_NOT_FOUND, SESSION_LOAD_FAILED)
     table.add(

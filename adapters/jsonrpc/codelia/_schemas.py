@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._codelia_events import AGENT_EVENT_TYPES
-from ._codelia_models import CODELIA_LEVELS, PROVIDER
+from ._events import AGENT_EVENT_TYPES
+from ._models import CODELIA_LEVELS, PROVIDER
 
 if TYPE_CHECKING:
-    from ._jsonrpc_methods import MethodTable
+    from codexcore.adapters.jsonrpc._methods import MethodTable
 
 _TEXT = {"type": "string"}
 _STATUS = {"enum": ["running", "awaiting_ui", "completed", "error", "cancelled"]}
