@@ -69,7 +69,7 @@ from ._client_types import (
     StdioOptions,
     SubmissionRefused,
 )
-from ._control_client import (
+from .control._sender import (
     SenderOptions,
     interrupt_envelope,
     send_control,

@@ -15,7 +15,7 @@ import orjson
 
 from codexcore.protocol import ControlMessages, Welcome
 
-from ._control_client import ControlError
+from .control._sender import ControlError
 
 
 def control_target(

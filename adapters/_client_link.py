@@ -25,8 +25,8 @@ from codexcore.protocol import ConnectionMsg, Event, ProtocolError, decode_conne
 from codexcore.protocol import decode_event as _decode_event
 
 from ._client_types import RemoteError, ServerExited
-from ._server import keepalive
 from .transports._framing import LineReader, LineTooLong
+from .transports._streams import keepalive
 
 log = get_logger(__name__)
 

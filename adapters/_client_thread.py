@@ -21,7 +21,7 @@ from codexcore.protocol import Event, Op, Welcome
 from ._client_async import RemoteCodex
 from ._client_link import DEFAULT_MAX_LINE_BYTES
 from ._client_types import ClientOptions, StdioOptions
-from ._control_client import SenderOptions
+from .control._sender import SenderOptions
 from .transports._loop_thread import LoopThread
 
 _LOGGER = "codexcore.adapters.client"  # the public module's name, as before the split

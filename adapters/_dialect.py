@@ -22,9 +22,10 @@ import orjson
 
 from codexcore.protocol._value import Value
 
-from ._native import Conduit, Lines, refuse, send_and_close, serve_connection, serve_stdio_session
 from .host._host import HostRefusal, SessionHost
 from .jsonrpc._options import RpcOptions
+from .native._native import refuse, serve_connection, serve_stdio_session
+from .transports._conduit import Conduit, Lines, send_and_close
 from .transports._credential import Credential
 from .transports._framing import Item, LineTooLong
 

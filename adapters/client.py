@@ -66,7 +66,7 @@ from ._client_types import (
     StdioOptions,
     SubmissionRefused,
 )
-from ._control_client import ControlError, SenderOptions
+from .control._sender import ControlError, SenderOptions
 from .transports._unix_trust import UnsafeSocket
 
 # The ``X as X`` imports above are names of the implementation that this module defined

@@ -22,9 +22,9 @@ import stat
 from pathlib import Path
 
 from ._dialect import Dialects
-from ._native import READ_CHUNK
 from ._server import Listener, shutdown
 from .host._host import SessionHost
+from .transports._conduit import READ_CHUNK
 from .transports._unix_trust import default_socket_path, directory_problem, peer_credentials
 from .transports._unix_trust import peer_uid as peer_uid
 

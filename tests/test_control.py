@@ -20,8 +20,8 @@ import orjson
 import pytest
 
 from codexcore import SessionConfig
-from codexcore.adapters._control import receiver
-from codexcore.adapters._control_wire import (
+from codexcore.adapters.control._receiver import receiver
+from codexcore.adapters.control._wire import (
     ContentRef,
     ControlConfig,
     ControlSender,
@@ -712,8 +712,8 @@ if sys.platform != "linux":  # pragma: no cover
 def test_the_dedupe_store_forgets_keys_after_the_ttl(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codexcore.adapters import _control_store
-    from codexcore.adapters._control_store import PENDING, DedupeStore
+    from codexcore.adapters.control import _store as _control_store
+    from codexcore.adapters.control._store import PENDING, DedupeStore
 
     now = [1000.0]
     monkeypatch.setattr(_control_store, "time", type("Clock", (), {"time": lambda: now[0]}))
@@ -735,7 +735,7 @@ def test_the_dedupe_store_forgets_keys_after_the_ttl(
 async def test_a_native_connection_has_a_bound_on_control_requests_in_flight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codexcore.adapters._native import MAX_CONTROL_IN_FLIGHT, _Controls
+    from codexcore.adapters.native._native import MAX_CONTROL_IN_FLIGHT, _Controls
 
     release = asyncio.Event()
     async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):

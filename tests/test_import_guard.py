@@ -42,7 +42,7 @@ RPC_SEEDS = (
     "codexcore.adapters.jsonrpc.codelia",
     "codexcore.adapters.jsonrpc.chat",
     "codexcore.adapters.jsonrpc.session_socket",
-    "codexcore.adapters._control_methods",
+    "codexcore.adapters.control._jsonrpc",
     "codexcore.adapters.jsonrpc._openrpc",
 )
 """The protocols on the JSON-RPC dialect (the Codelia runtime protocol, the chat protocol,
@@ -81,13 +81,13 @@ ACP = ("codexcore.adapters.acp", "codexcore.adapters._acp*", "codexcore.cli._acp
 REDIS = ("codexcore.adapters.redis_pool",)
 """The worker pool behind Redis (``serve --redis``) and its client (``redis``)."""
 
-CONTROL_CLIENT = ("codexcore.adapters._control_client", "codexcore.adapters._control_rpc")
+CONTROL_CLIENT = ("codexcore.adapters.control._sender", "codexcore.adapters.control._rpc_sender")
 """The sending side of control messages (``codexcore control``)."""
 
 CONTROL_RECEIVER = (
-    "codexcore.adapters._control",
-    "codexcore.adapters._control_wire",
-    "codexcore.adapters._control_store",
+    "codexcore.adapters.control._receiver",
+    "codexcore.adapters.control._wire",
+    "codexcore.adapters.control._store",
     "sqlite3",
 )
 """The receiving side of control messages (the envelopes, the dedupe store): loaded with
@@ -144,7 +144,7 @@ STDIO_SERVER = (
     "codexcore.adapters.stdio",
     "codexcore.adapters._dialect",
     "codexcore.adapters.host._host*",
-    "codexcore.adapters._native",
+    "codexcore.adapters.native._native",
     *CONTROL_RECEIVER,
 )
 """The stdio server's host and dialects, and the control store: ``acp`` speaks through its SDK."""

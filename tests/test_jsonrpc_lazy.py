@@ -136,7 +136,9 @@ def test_a_group_that_drifted_from_its_module_fails_at_its_first_call_naming_bot
     ):
         table = MethodTable()
         table.add_group(drifted)
-        with pytest.raises(RuntimeError, match=r"jsonrpc\.chat\._chat registered .* but its MethodGroup"):
+        with pytest.raises(
+            RuntimeError, match=r"jsonrpc\.chat\._chat registered .* but its MethodGroup"
+        ):
             table.get("chat")
 
 

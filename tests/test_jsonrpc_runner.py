@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 import pytest
 
-from codexcore.adapters._native import Lines
 from codexcore.adapters.host._host import HostConfig, SessionHost, host_engine_config
 from codexcore.adapters.jsonrpc._machine import RpcError
 from codexcore.adapters.jsonrpc._methods import standard_methods
@@ -23,6 +22,7 @@ from codexcore.adapters.jsonrpc._server import (
     RpcContext,
     RpcOptions,
 )
+from codexcore.adapters.transports._conduit import Lines
 from codexcore.engine import SessionConfig
 from codexcore.protocol import ConfigureSession, Event, Submission
 from codexcore.testing import ScriptedModel

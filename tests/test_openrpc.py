@@ -121,8 +121,8 @@ def test_the_error_table_has_every_code_the_adapters_define() -> None:
     """Every ``-32xxx`` constant of an adapters module is in the one table, so in the document."""
     codes = {error.code for error in ERRORS}
     missing = []
-    for info in pkgutil.iter_modules(adapters.__path__):
-        module = importlib.import_module(f"codexcore.adapters.{info.name}")
+    for info in pkgutil.walk_packages(adapters.__path__, "codexcore.adapters."):
+        module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             constant = name.isupper() and type(value) is int
             if constant and -32768 <= value <= -32000 and value not in codes:

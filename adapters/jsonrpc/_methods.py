@@ -567,7 +567,7 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
         ("context.inspect", "ui.context.update", "tool.call"),
     ),
     MethodGroup(
-        _registered_by("codexcore.adapters._control_methods", "add_control_message_methods"),
+        _registered_by("codexcore.adapters.control._jsonrpc", "add_control_message_methods"),
         ("control.stdin", "control.interrupt"),
     ),
     MethodGroup(

@@ -1,4 +1,5 @@
-"""The JSON-RPC dialect over a :class:`~._native.Conduit`: a reader, a writer, and the handlers.
+"""The JSON-RPC dialect over a :class:`~codexcore.adapters.transports._conduit.Conduit`:
+a reader, a writer, and the handlers.
 
 The reader feeds lines to the :class:`~._jsonrpc.RpcMachine` and starts a
 task per call, so a long request (a run) never blocks the next frame (the
@@ -27,8 +28,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from codexcore._logging import get_logger
-from codexcore.adapters._native import Conduit, Lines, send_and_close
 from codexcore.adapters.host._host import Attachment, Frame, HostRefusal, Out, SessionHost
+from codexcore.adapters.transports._conduit import Conduit, Lines, send_and_close
 from codexcore.adapters.transports._credential import Credential
 from codexcore.adapters.transports._framing import Item
 from codexcore.protocol import Event, decode_event

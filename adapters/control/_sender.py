@@ -28,8 +28,8 @@ import attrs
 from codexcore._logging import get_logger
 from codexcore.protocol import ControlMessages
 
-from ._control_store import Audit
-from ._control_wire import (
+from ._store import Audit
+from ._wire import (
     INTERRUPT_REQUEST,
     STDIN_REQUEST,
     VERSION,

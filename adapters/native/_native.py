@@ -19,12 +19,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import orjson
 
 from codexcore._logging import get_logger
+from codexcore.adapters.host._host import (
+    Attachment,
+    Frame,
+    HostRefusal,
+    NotAccepted,
+    Out,
+    SessionHost,
+)
+from codexcore.adapters.transports._conduit import Conduit, Lines, send_and_close
+from codexcore.adapters.transports._credential import Credential
+from codexcore.adapters.transports._framing import (
+    Item,
+    LineTooLong,
+    decode_line,
+    is_blank,
+)
 from codexcore.engine import Rejected
 from codexcore.protocol import (
     PROTOCOL_VERSION,
@@ -37,43 +53,7 @@ from codexcore.protocol import (
     encode_connection_msg,
 )
 
-from .host._host import Attachment, Frame, HostRefusal, NotAccepted, Out, SessionHost
-from .transports._credential import Credential
-from .transports._framing import Item, LineReader, LineTooLong, decode_line, is_blank
-
 log = get_logger(__name__)
-
-READ_CHUNK = 64 * 1024
-
-
-class Conduit(Protocol):
-    """A bidirectional byte stream, as the dialect needs it."""
-
-    async def read(self) -> bytes:
-        """Up to 64 KiB as it arrives; ``b""`` at end of input (or when the peer is gone)."""
-        ...
-
-    def write(self, data: bytes) -> None: ...
-
-    def write_eof(self) -> None:
-        """Half-close: no more writes, reading goes on (a no-op where unsupported)."""
-        ...
-
-    def pending(self) -> int:
-        """Bytes written but not yet handed to the operating system."""
-        ...
-
-    async def drain(self) -> None:
-        """Wait while the write buffer is above its high-water mark; raises if the peer is gone."""
-        ...
-
-    async def close(self, flush_timeout: float | None) -> None:
-        """Flush everything written, then close (abort after ``flush_timeout`` seconds)."""
-        ...
-
-    def abort(self) -> None:
-        """Close at once, dropping anything unsent."""
-        ...
 
 
 def frame(batch: list[Frame]) -> bytes:
@@ -81,40 +61,6 @@ def frame(batch: list[Frame]) -> bytes:
     parts = [item.data if isinstance(item, Out) else encode_connection_msg(item) for item in batch]
     parts.append(b"")
     return b"\n".join(parts)
-
-
-class Lines:
-    """The lines of a conduit, one at a time, through a bounded :class:`LineReader`."""
-
-    def __init__(self, conduit: Conduit, limit: int) -> None:
-        self._conduit = conduit
-        self._reader = LineReader(limit)
-        self._pending: list[Item] = []
-        self._eof = False
-
-    async def next(self) -> Item | None:
-        """The next line or over-long marker; None at end of input."""
-        while not self._pending:
-            if self._eof:
-                return None
-            data = await self._conduit.read()
-            if data:
-                self._pending = self._reader.feed(data)
-            else:
-                self._eof = True
-                self._pending = self._reader.finish()
-            self._pending.reverse()
-        return self._pending.pop()
-
-    async def next_nonblank(self) -> Item | None:
-        while True:
-            item = await self.next()
-            if item is None or isinstance(item, LineTooLong) or not is_blank(item):
-                return item
-
-
-REFUSAL_LINGER = 2.0
-"""After a refusal, how long the client's further input is read and discarded."""
 
 
 async def _refuse(
@@ -128,24 +74,6 @@ async def _refuse(
     else:
         conduit.write(data)
         await conduit.close(flush_timeout)
-
-
-async def send_and_close(conduit: Conduit, data: bytes, flush_timeout: float | None) -> None:
-    """Write ``data`` (a refusal, in any dialect) and close so that the client surely reads it.
-
-    Closing a socket whose input was not read makes the kernel send a reset,
-    which can destroy the line before the client reads it. So the server
-    half-closes, then reads and discards what the client still sends (its
-    hello, pipelined submissions) until it closes too, or for a moment.
-    """
-    if data:
-        conduit.write(data)
-    conduit.write_eof()
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(REFUSAL_LINGER):
-            while await conduit.read():
-                pass
-    await conduit.close(flush_timeout)
 
 
 def _check_hello(item: Item | None, limit: int) -> Hello | HostRefusal:
@@ -353,7 +281,7 @@ class _Controls:
         if not (isinstance(kind, str) and kind.startswith("control.")) or "op" in value:
             return False
         if len(self.running) >= MAX_CONTROL_IN_FLIGHT:
-            from ._control_wire import ack, partial_envelope
+            from codexcore.adapters.control._wire import ack, partial_envelope
 
             detail = f"this connection has {len(self.running)} control requests in flight"
             answer = ack(partial_envelope(value), "busy", detail)
@@ -365,7 +293,7 @@ class _Controls:
         return True
 
     async def _answer(self, value: dict[str, Any]) -> None:
-        from ._control import receiver
+        from codexcore.adapters.control._receiver import receiver
 
         answer = await receiver(self.attachment.session.host).handle(value, self.credential)
         self.attachment.reply(orjson.dumps(answer))

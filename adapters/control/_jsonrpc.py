@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._control_wire import (
+from ._wire import (
     CONTENT_REF_SCHEMA,
     INTERRUPT_ACK,
     INTERRUPT_REQUEST,
@@ -27,8 +27,8 @@ from ._control_wire import (
 )
 
 if TYPE_CHECKING:
-    from .jsonrpc._methods import MethodTable
-    from .jsonrpc._server import RpcContext
+    from codexcore.adapters.jsonrpc._methods import MethodTable
+    from codexcore.adapters.jsonrpc._server import RpcContext
 
 
 _S, _I = STDIN_REQUEST_SCHEMA, INTERRUPT_REQUEST_SCHEMA
@@ -82,7 +82,7 @@ async def _handle(ctx: RpcContext, params: dict[str, Any], kind: str) -> dict[st
     if params.get("type", kind) != kind:
         detail = f"type: this method takes {kind!r}, got {str(params.get('type'))[:64]!r}"
         return ack({**partial_envelope(params), "type": kind}, "rejected", detail)
-    from ._control import receiver
+    from ._receiver import receiver
 
     return await receiver(ctx.host).handle({"type": kind, **params}, ctx.credential)
 

@@ -43,8 +43,8 @@ from codexcore.protocol import (
     UserInput,
 )
 
-from ._control_store import PENDING, Audit, DedupeStore, Key, read_content_ref
-from ._control_wire import (
+from ._store import PENDING, Audit, DedupeStore, Key, read_content_ref
+from ._wire import (
     ControlConfig,
     ControlSender,
     Credential,
@@ -60,7 +60,7 @@ from ._control_wire import (
 )
 
 if TYPE_CHECKING:
-    from .host._host import HostedSession, SessionHost
+    from codexcore.adapters.host._host import HostedSession, SessionHost
 
 log = get_logger("codexcore.control")
 

@@ -36,7 +36,7 @@ import orjson
 
 from codexcore._logging import get_logger
 
-from ._control_wire import ContentRef, Invalid, now_utc, text_encoding
+from ._wire import ContentRef, Invalid, now_utc, text_encoding
 
 log = get_logger("codexcore.control")
 

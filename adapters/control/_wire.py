@@ -19,13 +19,15 @@ from typing import Any, Literal
 
 import attrs
 
-from .host._control_config import CONTROL_MESSAGES_SCHEMA as CONTROL_MESSAGES_SCHEMA
-from .host._control_config import VERSION as VERSION
-from .host._control_config import ControlConfig as ControlConfig
-from .host._control_config import ControlSender as ControlSender
-from .host._control_config import KiB as KiB
-from .host._control_config import MiB as MiB
-from .transports._credential import Credential as Credential
+from codexcore.adapters.host._control_config import (
+    CONTROL_MESSAGES_SCHEMA as CONTROL_MESSAGES_SCHEMA,
+)
+from codexcore.adapters.host._control_config import VERSION as VERSION
+from codexcore.adapters.host._control_config import ControlConfig as ControlConfig
+from codexcore.adapters.host._control_config import ControlSender as ControlSender
+from codexcore.adapters.host._control_config import KiB as KiB
+from codexcore.adapters.host._control_config import MiB as MiB
+from codexcore.adapters.transports._credential import Credential as Credential
 
 STDIN_REQUEST, STDIN_ACK = "control.stdin.request", "control.stdin.ack"
 INTERRUPT_REQUEST, INTERRUPT_ACK = "control.interrupt.request", "control.interrupt.ack"

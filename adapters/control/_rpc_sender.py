@@ -20,8 +20,8 @@ import orjson
 from codexcore import __version__
 from codexcore.protocol import ControlMessages
 
-from ._control_client import ControlError
-from ._control_wire import INTERRUPT_REQUEST, STDIN_REQUEST
+from ._sender import ControlError
+from ._wire import INTERRUPT_REQUEST, STDIN_REQUEST
 
 _METHODS = {STDIN_REQUEST: "control.stdin", INTERRUPT_REQUEST: "control.interrupt"}
 LINE_LIMIT = 16 * 1024 * 1024
@@ -40,12 +40,15 @@ class RpcControlLink:
         """Connect (``tcp`` ``HOST:PORT``, else the Unix socket ``unix`` or the default)
         and initialize; raises :class:`ControlError` when the server refuses."""
         if tcp is not None:
-            from .tcp import parse_address
+            from codexcore.adapters.transports._streams import parse_address
 
             host, port = parse_address(tcp)
             reader, writer = await asyncio.open_connection(host, port, limit=LINE_LIMIT)
         else:
-            from .transports._unix_trust import default_socket_path, open_unix_checked
+            from codexcore.adapters.transports._unix_trust import (
+                default_socket_path,
+                open_unix_checked,
+            )
 
             # Checked before the token and the message go anywhere (a squatted folder).
             path = unix or str(default_socket_path())
