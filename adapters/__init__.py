@@ -17,7 +17,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._server import shutdown
     from .host._control_config import ControlConfig, ControlSender
     from .host._host import (
         Attachment,
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
         SessionHost,
         host_engine_config,
     )
+    from .servers._listener import shutdown
 
 _LAZY = {
     "Attachment": "codexcore.adapters.host._host",
@@ -37,7 +37,7 @@ _LAZY = {
     "NotAccepted": "codexcore.adapters.host._host",
     "SessionHost": "codexcore.adapters.host._host",
     "host_engine_config": "codexcore.adapters.host._host",
-    "shutdown": "codexcore.adapters._server",
+    "shutdown": "codexcore.adapters.servers._listener",
 }
 
 __all__ = [

@@ -26,10 +26,10 @@ import attrs
 
 from codexcore._logging import get_logger
 
-from ._dialect import Dialects
 from .host._host import SessionHost
 from .jsonrpc._options import RpcOptions
 from .jsonrpc.session_socket._status import SessionStatus, statuses
+from .servers._dialect import Dialects
 from .unix import UnixServer
 
 log = get_logger(__name__)

@@ -28,8 +28,8 @@ import attrs
 
 from codexcore._logging import get_logger
 
-from ._dialect import Dialects, serve_stdio_conduit
 from .host._host import HostConfig, SessionHost
+from .servers._dialect import Dialects, serve_stdio_conduit
 from .transports._conduit import READ_CHUNK
 from .transports._credential import Credential, peer_uid_of_fd
 from .transports._stdio_claim import claim_stdio

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import ssl as _ssl
 
-from ._dialect import Dialects
-from ._server import Listener, shutdown
 from .host._host import SessionHost
+from .servers._dialect import Dialects
+from .servers._listener import Listener, shutdown
 from .transports._conduit import READ_CHUNK
 from .transports._streams import DEFAULT_HOST, keepalive
 from .transports._streams import parse_address as parse_address

@@ -21,9 +21,9 @@ import socket
 import stat
 from pathlib import Path
 
-from ._dialect import Dialects
-from ._server import Listener, shutdown
 from .host._host import SessionHost
+from .servers._dialect import Dialects
+from .servers._listener import Listener, shutdown
 from .transports._conduit import READ_CHUNK
 from .transports._unix_trust import default_socket_path, directory_problem, peer_credentials
 from .transports._unix_trust import peer_uid as peer_uid

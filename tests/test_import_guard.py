@@ -64,10 +64,9 @@ JSONRPC = (
 SOCKETS = (
     "codexcore.adapters.tcp",
     "codexcore.adapters.unix",
-    "codexcore.adapters._server",
+    "codexcore.adapters.servers._listener",
     "codexcore.adapters.session_sockets",
     "codexcore.adapters.client",
-    "codexcore.adapters._client_*",
     "codexcore.adapters.threads",
     "codexcore.adapters.host._deltas",
 )
@@ -75,7 +74,7 @@ SOCKETS = (
 connection (a stdio attachment holds the engine instead): not a stdio server's, nor
 ``exec``'s."""
 
-ACP = ("codexcore.adapters.acp", "codexcore.adapters._acp*", "codexcore.cli._acp")
+ACP = ("codexcore.adapters.acp", "codexcore.cli._acp")
 """The ACP agent (``codexcore acp``) and its SDK (``acp``, in :data:`OPTIONAL`)."""
 
 REDIS = ("codexcore.adapters.redis_pool",)
@@ -142,9 +141,9 @@ def command_modules(*allowed: str) -> tuple[str, ...]:
 COMMAND_MODULES = command_modules()
 STDIO_SERVER = (
     "codexcore.adapters.stdio",
-    "codexcore.adapters._dialect",
-    "codexcore.adapters.host._host*",
-    "codexcore.adapters.native._native",
+    "codexcore.adapters.servers",
+    "codexcore.adapters.host",
+    "codexcore.adapters.native",
     *CONTROL_RECEIVER,
 )
 """The stdio server's host and dialects, and the control store: ``acp`` speaks through its SDK."""
@@ -422,7 +421,7 @@ def test_the_guard_names_a_forbidden_module_and_its_importer(
     server = [line for line in found if line.startswith("codexcore.adapters.jsonrpc._server ")]
     assert server == [
         "codexcore.adapters.jsonrpc._server (forbidden by 'codexcore.adapters.jsonrpc._server*'), "
-        "imported by: codexcore.adapters.jsonrpc._server <- codexcore.adapters._dialect "
+        "imported by: codexcore.adapters.jsonrpc._server <- codexcore.adapters.servers._dialect "
         "<- codexcore.adapters.stdio <- codexcore.cli._serve <- codexcore.cli <- __main__"
     ], found
     assert not offences(loaded, OPTIONAL)

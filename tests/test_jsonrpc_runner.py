@@ -14,14 +14,9 @@ import orjson
 import pytest
 
 from codexcore.adapters.host._host import HostConfig, SessionHost, host_engine_config
+from codexcore.adapters.jsonrpc import ConnectionClosed, RpcConnection, RpcContext, RpcOptions
 from codexcore.adapters.jsonrpc._machine import RpcError
 from codexcore.adapters.jsonrpc._methods import standard_methods
-from codexcore.adapters.jsonrpc._server import (
-    ConnectionClosed,
-    RpcConnection,
-    RpcContext,
-    RpcOptions,
-)
 from codexcore.adapters.transports._conduit import Lines
 from codexcore.engine import SessionConfig
 from codexcore.protocol import ConfigureSession, Event, Submission

@@ -22,7 +22,8 @@ import pytest
 
 from codexcore.adapters.jsonrpc._machine import RpcMachine
 from codexcore.adapters.jsonrpc._methods import standard_methods
-from codexcore.adapters.jsonrpc._server import Outbox, RpcContext
+from codexcore.adapters.jsonrpc._outbox import Outbox
+from codexcore.adapters.jsonrpc._server import RpcContext
 from codexcore.adapters.jsonrpc.chat._chat import _CHATS, NO_APPROVER, SEPARATOR, _Chat, _chats
 from codexcore.protocol import AgentMessageDelta, Event, TaskComplete, encode_event
 from codexcore.testing import (

@@ -44,17 +44,13 @@ from typing import TYPE_CHECKING
 from codexcore._logging import get_logger
 from codexcore.engine import EngineClosed, Rejected
 from codexcore.protocol import (
-    AgentMessageDelta,
-    AgentReasoningDelta,
     Closing,
     ConnectionMsg,
-    Event,
-    ExecCommandOutputDelta,
     Submission,
-    encode_event,
 )
 
 from ._config import KiB
+from ._frames import NORMAL, Frame, Out
 
 if TYPE_CHECKING:
     from ._session import HostedSession
@@ -63,47 +59,6 @@ log = get_logger(__name__)
 
 _ENTRY_OVERHEAD = 64  # what a queued event costs beyond its bytes, for the accounting
 _NOTICE_COST = 256
-
-NORMAL, TEXT_DELTA, OUTPUT_DELTA = 0, 1, 2
-_KIND_OF = {
-    AgentMessageDelta.TYPE: TEXT_DELTA,
-    AgentReasoningDelta.TYPE: TEXT_DELTA,
-    ExecCommandOutputDelta.TYPE: OUTPUT_DELTA,
-}
-
-
-def _encode(event: Event) -> bytes:
-    """An event's JSON in a bytes object of its own size.
-
-    orjson's result keeps the buffer it grew (4 kB for a 100-byte event, 120 kB
-    for an 11 kB one): held in a replay buffer, that is ten to forty times the
-    data. One copy (about 0.2 us) gives the memory back.
-    """
-    return memoryview(encode_event(event)).tobytes()
-
-
-class Out:
-    """One encoded event (JSON, no newline), shared by the replay buffer and the send queues.
-
-    ``kind`` marks deltas, which may be merged or dropped for a slow client.
-    """
-
-    __slots__ = ("data", "kind", "seq")
-
-    def __init__(self, seq: int, data: bytes, kind: int = NORMAL) -> None:
-        self.seq, self.data, self.kind = seq, data, kind
-
-    @classmethod
-    def of(cls, event: Event) -> Out:
-        """``event`` encoded, with its kind."""
-        return cls(event.seq, _encode(event), _KIND_OF.get(event.msg.TYPE, NORMAL))
-
-    def __repr__(self) -> str:
-        return f"Out(seq={self.seq}, {self.data[:60]!r})"
-
-
-Frame = Out | ConnectionMsg
-"""What an attachment hands its transport: an encoded event or a connection message."""
 
 Direct = Callable[[list[Frame]], bool]
 """Writes frames to an idle transport at once; False when it has bytes left unsent."""

@@ -21,8 +21,8 @@ from codexcore.protocol import (
     decode_event,
 )
 
-from ._attachment import NORMAL, OUTPUT_DELTA, Frame, Out
 from ._config import KiB
+from ._frames import NORMAL, OUTPUT_DELTA, Frame, Out
 
 OUTPUT_CHUNK_LIMIT = 8 * KiB
 """Merged ``exec_command_output_delta`` chunks stay within the engine's 8 KiB."""

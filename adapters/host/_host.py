@@ -47,18 +47,9 @@ from codexcore._logging import get_logger
 from codexcore.engine import Codex, EngineClosed, ModelClientPool
 from codexcore.protocol import PROTOCOL_VERSION, Event, Limits, Welcome
 
-from ._attachment import (
-    DEFAULT_BATCH_BYTES,
-    NORMAL,
-    OUTPUT_DELTA,
-    TEXT_DELTA,
-    Attachment,
-    Direct,
-    Frame,
-    NotAccepted,
-    Out,
-)
+from ._attachment import DEFAULT_BATCH_BYTES, Attachment, Direct, NotAccepted
 from ._config import ENGINE_EVENT_QUEUE, HostConfig, KiB, MiB, host_engine_config
+from ._frames import NORMAL, OUTPUT_DELTA, TEXT_DELTA, Frame, Out
 from ._session import HostedEngine, HostedSession
 
 if TYPE_CHECKING:

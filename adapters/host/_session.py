@@ -33,7 +33,8 @@ from codexcore.protocol import (
     TaskStarted,
 )
 
-from ._attachment import Attachment, Out
+from ._attachment import Attachment
+from ._frames import Out
 
 if TYPE_CHECKING:
     from ._host import SessionHost

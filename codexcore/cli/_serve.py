@@ -40,9 +40,9 @@ from . import SUMMARIES, plain
 from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 
 if TYPE_CHECKING:
-    from ..adapters._dialect import Dialects
-    from ..adapters._server import Listener
     from ..adapters.host._host import HostConfig
+    from ..adapters.servers._dialect import Dialects
+    from ..adapters.servers._listener import Listener
     from ..adapters.session_sockets import SessionSockets
 
 
@@ -279,8 +279,8 @@ def _raise_fd_limit() -> None:
 
 
 def _dialects(args: argparse.Namespace) -> Dialects:
-    from ..adapters._dialect import Dialects
     from ..adapters.jsonrpc._options import RpcOptions
+    from ..adapters.servers._dialect import Dialects
 
     diagnostics = args.diagnostics or os.environ.get("CODEXCORE_DIAGNOSTICS", "").strip() == "1"
     options = RpcOptions(max_pending=args.max_pending_requests, diagnostics=diagnostics)
@@ -298,8 +298,8 @@ async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_f
 
 
 async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
-    from ..adapters._server import shutdown
     from ..adapters.host._host import SessionHost
+    from ..adapters.servers._listener import shutdown
     from ..adapters.tcp import TcpServer, parse_address, tls_context
     from ..adapters.unix import UnixServer
 

@@ -158,7 +158,7 @@ async def ui_context_update(ctx: RpcContext, params: UiContext) -> None:
 
 
 async def context_inspect(ctx: RpcContext, params: ContextInspect) -> dict[str, Any]:
-    from ._methods import state_of
+    from ._runs import state_of
 
     state = state_of(ctx)
     await state.attachment()

@@ -40,7 +40,7 @@ class McpList:
 
 
 async def mcp_list(ctx: RpcContext, params: McpList) -> dict[str, Any]:
-    from ._methods import state_of
+    from ._runs import state_of
 
     state = state_of(ctx)
     answer = await state.ask_engine(ListMcpTools(), McpListToolsResponse)

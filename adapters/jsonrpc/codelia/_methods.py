@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import secrets
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,7 @@ from codexcore.protocol import (
 
 from ._context import keep_ui_context, ui_context_part
 from ._models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
-from ._runs import Codelia, Run
+from ._runs import Codelia, Run, state_of
 from ._skills import note_mentions
 
 if TYPE_CHECKING:
@@ -83,16 +82,6 @@ class RunStart:
 class RunCancel:
     run_id: str
     reason: str | None = None
-
-
-_STATES: weakref.WeakKeyDictionary[RpcContext, Codelia] = weakref.WeakKeyDictionary()
-
-
-def state_of(ctx: RpcContext) -> Codelia:
-    state = _STATES.get(ctx)
-    if state is None:
-        state = _STATES[ctx] = Codelia(ctx)
-    return state
 
 
 def _items(value: Mapping[str, Any]) -> tuple[InputItem, ...]:

@@ -21,6 +21,7 @@ import contextlib
 import os
 import shlex
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -376,7 +377,7 @@ class Codelia:
     async def confirm(
         self, run: Run, request: ExecApprovalRequest | ApplyPatchApprovalRequest
     ) -> None:
-        from codexcore.adapters.jsonrpc._server import ConnectionClosed
+        from codexcore.adapters.jsonrpc._outbox import ConnectionClosed
 
         try:
             answer = await self.ctx.request(
@@ -505,3 +506,14 @@ def _confirm_result(answer: Any) -> tuple[bool, bool, str | None]:
 
 
 # --- the methods ---------------------------------------------------------------------------
+
+
+_STATES: weakref.WeakKeyDictionary[RpcContext, Codelia] = weakref.WeakKeyDictionary()
+
+
+def state_of(ctx: RpcContext) -> Codelia:
+    """The Codelia runtime's state on connection ``ctx`` (made on first use)."""
+    state = _STATES.get(ctx)
+    if state is None:
+        state = _STATES[ctx] = Codelia(ctx)
+    return state

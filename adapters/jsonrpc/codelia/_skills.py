@@ -66,7 +66,7 @@ def _kept(ctx: RpcContext) -> _Kept:
 
 async def list_skills(ctx: RpcContext, cwd: str | None, reload: bool) -> ListSkillsResponse:
     """The engine's ``list_skills`` answer for the connection's session (at ``cwd``)."""
-    from ._methods import state_of
+    from ._runs import state_of
 
     answer = await state_of(ctx).ask_engine(
         ListSkills((cwd,) if cwd else (), reload), ListSkillsResponse

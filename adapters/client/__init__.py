@@ -33,22 +33,24 @@ behind it (``_client_async``: :class:`RemoteCodex`; ``_client_thread``:
 
 from __future__ import annotations
 
+from codexcore.adapters.control._sender import ControlError, SenderOptions
+from codexcore.adapters.transports._unix_trust import UnsafeSocket
 from codexcore.engine import EngineClosed
 
 # typing.get_type_hints resolves a class's annotations in its __module__, this module for
 # the classes re-exported here (below): Reconnected.welcome needs Welcome in it.
 from codexcore.protocol import Welcome  # noqa: F401
 
-from ._client_async import CLIENT_NAME as CLIENT_NAME
-from ._client_async import Dial as Dial
-from ._client_async import RemoteCodex
-from ._client_handshake import LOST_SESSION_REFUSALS as LOST_SESSION_REFUSALS
-from ._client_handshake import RETRIABLE_REFUSALS as RETRIABLE_REFUSALS
-from ._client_link import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
-from ._client_link import default_stdio_argv
-from ._client_outbox import MAX_RESENT_TRACKED as MAX_RESENT_TRACKED
-from ._client_thread import RemoteCodexThread
-from ._client_types import (
+from ._async import CLIENT_NAME as CLIENT_NAME
+from ._async import Dial as Dial
+from ._async import RemoteCodex
+from ._handshake import LOST_SESSION_REFUSALS as LOST_SESSION_REFUSALS
+from ._handshake import RETRIABLE_REFUSALS as RETRIABLE_REFUSALS
+from ._link import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
+from ._link import default_stdio_argv
+from ._outbox import MAX_RESENT_TRACKED as MAX_RESENT_TRACKED
+from ._thread import RemoteCodexThread
+from ._types import (
     ClientOptions,
     ConnectionLost,
     ControlChange,
@@ -66,8 +68,6 @@ from ._client_types import (
     StdioOptions,
     SubmissionRefused,
 )
-from .control._sender import ControlError, SenderOptions
-from .transports._unix_trust import UnsafeSocket
 
 # The ``X as X`` imports above are names of the implementation that this module defined
 # or imported before its split: still importable from here, not part of the API.

@@ -31,7 +31,7 @@ from codexcore.engine import CommandInterrupted, ExecResult
 from codexcore.tools.exec import INTERRUPTED_NOTE
 
 if TYPE_CHECKING:
-    from ._acp_session import AcpSession
+    from ._session import AcpSession
 
 log = get_logger(__name__)
 

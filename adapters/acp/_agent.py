@@ -40,7 +40,7 @@ approvals                ``session/request_permission`` (:mod:`._acp_permission`
                          allows that tool, reject always rejects it, for the session
 =======================  ==========================================================
 
-Events -> ``session/update``: see :mod:`codexcore.adapters._acp_map`.
+Events -> ``session/update``: see :mod:`codexcore.adapters.acp._map`.
 """
 
 from __future__ import annotations
@@ -92,10 +92,10 @@ from codexcore.protocol import (
     SessionSummary,
 )
 
-from ._acp_map import ToolCallMapper
-from ._acp_prompt import prompt_input
-from ._acp_session import AcpSession, read_disk
-from ._acp_stdio import InputAwareClient, StdioTransport
+from ._map import ToolCallMapper
+from ._prompt import prompt_input
+from ._session import AcpSession, read_disk
+from ._stdio import InputAwareClient, StdioTransport
 
 log = get_logger(__name__)
 

@@ -55,13 +55,13 @@ from codexcore.protocol import (
 )
 from codexcore.tools._safe_read import read_head
 
-from ._acp_map import ToolCallMapper, Update, message_chunk, terminal, thought_chunk
-from ._acp_modes import CUSTOM_MODE, MODES_BY_ID, mode_of, mode_state, policies_of
-from ._acp_permission import Permissions
-from ._acp_terminal import ClientTerminals
+from ._map import ToolCallMapper, Update, message_chunk, terminal, thought_chunk
+from ._modes import CUSTOM_MODE, MODES_BY_ID, mode_of, mode_state, policies_of
+from ._permission import Permissions
+from ._terminal import ClientTerminals
 
 if TYPE_CHECKING:
-    from .acp import CodexAgent
+    from ._agent import CodexAgent
 
 log = get_logger(__name__)
 

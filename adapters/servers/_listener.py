@@ -13,11 +13,11 @@ import socket
 from collections.abc import Iterable
 
 from codexcore._logging import get_logger
+from codexcore.adapters.host._host import SessionHost
+from codexcore.adapters.transports._credential import Credential
+from codexcore.adapters.transports._streams import PeerCheck, StreamConduit
 
 from ._dialect import Dialects, serve_socket
-from .host._host import SessionHost
-from .transports._credential import Credential
-from .transports._streams import PeerCheck, StreamConduit
 
 log = get_logger(__name__)
 
@@ -26,7 +26,7 @@ def _credential(sock: socket.socket | None) -> Credential:
     """What the transport proves of a peer: a Unix peer's uid; a TCP peer nothing until
     its handshake's token."""
     if sock is not None and sock.family == socket.AF_UNIX:
-        from .transports._unix_trust import peer_uid
+        from codexcore.adapters.transports._unix_trust import peer_uid
 
         return Credential("unix", uid=peer_uid(sock))
     return Credential("tcp")

@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, S
 from typing import Any, TypeVar, Unpack
 
 from codexcore._logging import get_logger
+from codexcore.adapters.control._sender import SenderOptions
+from codexcore.adapters.transports._loop_thread import LoopThread
 from codexcore.engine import EngineClosed
 from codexcore.protocol import Event, Op, Welcome
 
-from ._client_async import RemoteCodex
-from ._client_link import DEFAULT_MAX_LINE_BYTES
-from ._client_types import ClientOptions, StdioOptions
-from .control._sender import SenderOptions
-from .transports._loop_thread import LoopThread
+from ._async import RemoteCodex
+from ._link import DEFAULT_MAX_LINE_BYTES
+from ._types import ClientOptions, StdioOptions
 
 _LOGGER = "codexcore.adapters.client"  # the public module's name, as before the split
 log = get_logger(_LOGGER)

@@ -20,7 +20,7 @@ from codexcore._logging import get_logger
 from codexcore.engine import EngineClosed
 from codexcore.protocol import Event
 
-from ._client_types import Notice, NoticeCallback, RemoteError
+from ._types import Notice, NoticeCallback, RemoteError
 
 log = get_logger("codexcore.adapters.client")  # the public module's name, as before the split
 

@@ -30,7 +30,7 @@ from codexcore._logging import get_logger
 from codexcore.protocol import ImageInput, InputItem, TextInput
 from codexcore.tools._safe_read import read_head
 
-from ._acp_session import READ_LIMIT, AcpSession
+from ._session import READ_LIMIT, AcpSession
 
 log = get_logger(__name__)
 

@@ -21,12 +21,12 @@ import attrs
 import orjson
 
 from codexcore._logging import get_logger
+from codexcore.adapters.transports._framing import LineReader, LineTooLong
+from codexcore.adapters.transports._streams import keepalive
 from codexcore.protocol import ConnectionMsg, Event, ProtocolError, decode_connection_msg
 from codexcore.protocol import decode_event as _decode_event
 
-from ._client_types import RemoteError, ServerExited
-from .transports._framing import LineReader, LineTooLong
-from .transports._streams import keepalive
+from ._types import RemoteError, ServerExited
 
 log = get_logger(__name__)
 
@@ -158,7 +158,7 @@ async def open_tcp(host: str, port: int, ssl: _ssl.SSLContext | None, max_line_b
 
 async def open_unix(path: str | os.PathLike[str] | None, max_line_bytes: int) -> Link:
     """Our own server's socket (``None``: the default one), checked before a byte is sent."""
-    from .transports._unix_trust import default_socket_path, open_unix_checked
+    from codexcore.adapters.transports._unix_trust import default_socket_path, open_unix_checked
 
     where = default_socket_path() if path is None else path
     reader, writer = await open_unix_checked(where, limit=READ_CHUNK)

@@ -26,10 +26,10 @@ from codexcore.protocol import (
     ReviewDecision,
 )
 
-from ._acp_map import Update
+from ._map import Update
 
 if TYPE_CHECKING:
-    from ._acp_session import AcpSession
+    from ._session import AcpSession
 
 log = get_logger(__name__)
 

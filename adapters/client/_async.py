@@ -42,10 +42,10 @@ from codexcore.protocol import (
     Welcome,
 )
 
-from ._client_control import AckWaiters, control_target
-from ._client_handshake import Retry, handshake, redial
-from ._client_inbox import Inbox
-from ._client_link import (
+from ._control import AckWaiters, ControlMethods
+from ._handshake import Retry, handshake, redial
+from ._inbox import Inbox
+from ._link import (
     DEFAULT_MAX_LINE_BYTES,
     Child,
     Link,
@@ -54,8 +54,8 @@ from ._client_link import (
     open_unix,
     parse_line,
 )
-from ._client_outbox import Outbox
-from ._client_types import (
+from ._outbox import Outbox
+from ._types import (
     ClientOptions,
     ControlChange,
     Disconnected,
@@ -68,12 +68,6 @@ from ._client_types import (
     RemoteError,
     StdioOptions,
     SubmissionRefused,
-)
-from .control._sender import (
-    SenderOptions,
-    interrupt_envelope,
-    send_control,
-    stdin_envelope,
 )
 
 log = get_logger("codexcore.adapters.client")  # the public module's name, as before the split
@@ -99,7 +93,7 @@ class _Opening:
         await self._client.aclose()
 
 
-class RemoteCodex:
+class RemoteCodex(ControlMethods):
     """A session on a codexcore server, with the methods of :class:`~codexcore.Codex`.
 
     Make one with :meth:`connect_tcp`, :meth:`connect_unix` or
@@ -434,56 +428,6 @@ class RemoteCodex:
             return await self._handshake(link, self.session_id, self._last_seq)
 
         return await redial(self._dial, attach, self._policy, self._handshake_timeout, reason)
-
-    # --- control messages to live sessions (seed 003) ----------------------------------------
-
-    async def control_stdin(
-        self,
-        text: str,
-        sender: SenderOptions,
-        *,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        interrupt: bool = False,
-        thread_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Give a live session input as an ATM-style ``control.stdin.request``; the ack.
-
-        The target is this client's own session unless ``session_id`` (and its
-        ``agent_id``, as ``codexcore sessions list`` shows it) names another;
-        ``interrupt`` ends its running Task first. One request id for the
-        logical send, reused on each retry (``sender.retries``, 1 by default,
-        each waiting ``sender.ack_timeout`` for the ack). Text over the hard
-        limit goes as ``content_ref``, written under ``sender.share_dir``.
-        Raises :class:`~._control_client.ControlError` when the server does not
-        announce control messages (``welcome.control_messages``) or no ack comes.
-        """
-        capabilities, target, agent = control_target(self.welcome, "stdin", session_id, agent_id)
-        envelope = stdin_envelope(
-            sender,
-            target,
-            agent,
-            text,
-            interrupt=interrupt,
-            thread_id=thread_id,
-            capabilities=capabilities,
-        )
-        return await send_control(self._send_control, envelope, sender)
-
-    async def control_interrupt(
-        self,
-        sender: SenderOptions,
-        *,
-        session_id: str | None = None,
-        agent_id: str | None = None,
-        thread_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Interrupt a live session's running Task (``control.interrupt.request``); the
-        ack, ``ok`` once the Task has ended (``detail: idle`` when none ran). Targets and
-        retries as :meth:`control_stdin`."""
-        _, target, agent = control_target(self.welcome, "interrupt", session_id, agent_id)
-        envelope = interrupt_envelope(sender, target, agent, thread_id=thread_id)
-        return await send_control(self._send_control, envelope, sender)
 
     async def _send_control(self, envelope: dict[str, Any]) -> dict[str, Any]:
         return await self._control_acks.send(envelope, self._outbox.write_json)

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 
 from codexcore.protocol import Hello, Refused, Welcome, encode_connection_msg
 
-from ._client_link import Link, parse_line
-from ._client_types import (
+from ._link import Link, parse_line
+from ._types import (
     ConnectionLost,
     HandshakeRefused,
     ReconnectPolicy,

@@ -13,9 +13,14 @@ from typing import Any
 
 import orjson
 
+from codexcore.adapters.control._sender import (
+    ControlError,
+    SenderOptions,
+    interrupt_envelope,
+    send_control,
+    stdin_envelope,
+)
 from codexcore.protocol import ControlMessages, Welcome
-
-from .control._sender import ControlError
 
 
 def control_target(
@@ -75,3 +80,61 @@ class AckWaiters:
         if future is not None and not future.done():
             future.set_result(value)
         return True
+
+
+class ControlMethods:
+    """:class:`~codexcore.adapters.client.RemoteCodex`'s control messages to live sessions
+    (``docs/control.md``), sent through its ``_send_control``."""
+
+    welcome: Welcome | None
+
+    async def _send_control(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def control_stdin(
+        self,
+        text: str,
+        sender: SenderOptions,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        interrupt: bool = False,
+        thread_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Give a live session input as an ATM-style ``control.stdin.request``; the ack.
+
+        The target is this client's own session unless ``session_id`` (and its
+        ``agent_id``, as ``codexcore sessions list`` shows it) names another;
+        ``interrupt`` ends its running Task first. One request id for the
+        logical send, reused on each retry (``sender.retries``, 1 by default,
+        each waiting ``sender.ack_timeout`` for the ack). Text over the hard
+        limit goes as ``content_ref``, written under ``sender.share_dir``.
+        Raises :class:`~codexcore.adapters.control.ControlError` when the server does not
+        announce control messages (``welcome.control_messages``) or no ack comes.
+        """
+        capabilities, target, agent = control_target(self.welcome, "stdin", session_id, agent_id)
+        envelope = stdin_envelope(
+            sender,
+            target,
+            agent,
+            text,
+            interrupt=interrupt,
+            thread_id=thread_id,
+            capabilities=capabilities,
+        )
+        return await send_control(self._send_control, envelope, sender)
+
+    async def control_interrupt(
+        self,
+        sender: SenderOptions,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Interrupt a live session's running Task (``control.interrupt.request``); the
+        ack, ``ok`` once the Task has ended (``detail: idle`` when none ran). Targets and
+        retries as :meth:`control_stdin`."""
+        _, target, agent = control_target(self.welcome, "interrupt", session_id, agent_id)
+        envelope = interrupt_envelope(sender, target, agent, thread_id=thread_id)
+        return await send_control(self._send_control, envelope, sender)

@@ -19,7 +19,7 @@ import orjson
 from codexcore._logging import get_logger
 from codexcore.protocol import Submission, encode_submission
 
-from ._client_link import Link
+from ._link import Link
 
 log = get_logger("codexcore.adapters.client")  # the public module's name, as before the split
 

@@ -20,17 +20,16 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import orjson
 
+from codexcore.adapters.host._host import HostRefusal, SessionHost
+from codexcore.adapters.jsonrpc._options import RpcOptions
+from codexcore.adapters.native._native import refuse, serve_connection, serve_stdio_session
+from codexcore.adapters.transports._conduit import Conduit, Lines, send_and_close
+from codexcore.adapters.transports._credential import Credential
+from codexcore.adapters.transports._framing import Item, LineTooLong
 from codexcore.protocol._value import Value
 
-from .host._host import HostRefusal, SessionHost
-from .jsonrpc._options import RpcOptions
-from .native._native import refuse, serve_connection, serve_stdio_session
-from .transports._conduit import Conduit, Lines, send_and_close
-from .transports._credential import Credential
-from .transports._framing import Item, LineTooLong
-
 if TYPE_CHECKING:
-    from .jsonrpc._server import RpcConnection
+    from codexcore.adapters.jsonrpc._server import RpcConnection
 
 Protocol = Literal["auto", "native", "jsonrpc"]
 PROTOCOLS: tuple[Protocol, ...] = ("auto", "native", "jsonrpc")
@@ -69,8 +68,14 @@ async def _refuse(
     if protocol != "jsonrpc":
         await refuse(conduit, refusal, flush_timeout)
         return
-    from .jsonrpc._errors import SERVER_ERROR
-    from .jsonrpc._machine import NOT_INITIALIZED, UNAUTHORIZED, RpcError, dumps, error_response
+    from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+    from codexcore.adapters.jsonrpc._machine import (
+        NOT_INITIALIZED,
+        UNAUTHORIZED,
+        RpcError,
+        dumps,
+        error_response,
+    )
 
     codes = {"unauthorized": UNAUTHORIZED, "handshake_timeout": NOT_INITIALIZED}
     error = RpcError(codes.get(refusal.code, SERVER_ERROR), refusal.message)
@@ -90,7 +95,7 @@ def _rpc_connection(
 ) -> RpcConnection:
     """A JSON-RPC connection; the JSON-RPC stack is imported here, by the first connection
     that speaks it, so a native client never loads it."""
-    from .jsonrpc._server import RpcConnection
+    from codexcore.adapters.jsonrpc._server import RpcConnection
 
     return RpcConnection(
         host,

@@ -2,7 +2,7 @@
 
 Everything here is synchronous and does no I/O except reading a changed file
 to show its diff (``ToolCallMapper`` is given the reader). The agent
-(:mod:`codexcore.adapters.acp`) does the talking.
+(:mod:`codexcore.adapters.acp._agent`) does the talking.
 
 Event -> update, one row each (``ToolCallMapper.updates``):
 
@@ -82,7 +82,7 @@ from codexcore.protocol import (
     UpdateChange,
 )
 
-from ._acp_diff import DiffMismatch, old_and_new
+from ._diff import DiffMismatch, old_and_new
 
 Update = (
     AgentMessageChunk
