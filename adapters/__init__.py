@@ -1,14 +1,19 @@
 """Adapters that carry the Submission/Event queue pair across a boundary.
 
 - ``codexcore.adapters.threads``: an engine on a background thread, blocking calls.
-- ``codexcore.adapters.stdio``: ``codexcore serve --stdio``, one session for a parent UI.
-- ``codexcore.adapters.tcp`` and ``codexcore.adapters.unix``: socket servers over a
-  :class:`SessionHost`, the transport- and dialect-agnostic home of many sessions.
+- ``codexcore.adapters.client``: the client library of a codexcore server.
+- ``codexcore.adapters.stdio``, ``.tcp``, ``.unix``, ``.session_sockets``: the servers,
+  over a :class:`SessionHost`, the transport- and dialect-agnostic home of many sessions.
+- ``codexcore.adapters.acp``: the Agent Client Protocol agent; ``.redis_pool``: sessions
+  on workers behind Redis.
 
-The wire (framing, handshake, replay, control, backpressure) is described in
-``docs/adapters.md``; seed 003's control messages to live sessions
-(:class:`ControlConfig`, ``HostConfig.control``) in ``docs/control.md``. Names load
-on first use, so importing one adapter does not import the others.
+Inside, one package per job (``docs/architecture.md`` draws them and their allowed
+imports): ``transports``, ``host``, the ``jsonrpc`` machinery, ``control``, the dialects
+(``native``, ``jsonrpc.codelia``, ``jsonrpc.chat``, ``jsonrpc.session_socket``, ``acp``,
+``redis_pool``) and ``servers``. The wire is described in ``docs/adapters.md``; control
+messages to live sessions (:class:`ControlConfig`, ``HostConfig.control``) in
+``docs/control.md``. Names load on first use, so importing one adapter does not import
+the others.
 """
 
 from __future__ import annotations

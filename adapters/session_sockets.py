@@ -70,7 +70,7 @@ class SessionSockets:
         """Open ``session_id``'s socket (at ``path``, else in the directory); its path.
 
         Raises :class:`OSError` (:class:`~.unix.SocketInUse` included) when the
-        socket cannot be made, and :class:`~._host.HostRefusal` for a session
+        socket cannot be made, and :class:`~codexcore.adapters.host.HostRefusal` for a session
         that is not live.
         """
         status = await statuses(self.host).get(session_id)

@@ -97,7 +97,7 @@ class _WriteProtocol(asyncio.BaseProtocol):
 
 
 class FdConduit:
-    """A :class:`~codexcore.adapters.transports._conduit.Conduit` over two file descriptors.
+    """A :class:`~codexcore.adapters.transports.Conduit` over two file descriptors.
 
     Pipes, sockets and terminals are watched by the event loop; regular files
     (``< input.ndjson``, ``> out.ndjson``) are read in a thread and written

@@ -3,9 +3,9 @@
 The socket is created with mode 0600 in a directory only its user can
 enter (made with mode 0700 when missing; an existing one that others can
 reach, that another user owns, or that is a link, is refused; the checks
-are shared with the clients, in :mod:`._unix_trust`). Every connection's peer is
-checked with ``SO_PEERCRED``: a process of another user is refused even if
-the permissions were loosened. So is a process that runs inside one of this
+are shared with the clients, in :mod:`codexcore.adapters.transports._unix_trust`).
+Every connection's peer is checked with ``SO_PEERCRED``: a process of another user is
+refused even if the permissions were loosened. So is a process that runs inside one of this
 server's own sandboxes (see :func:`not_sandboxed_by_us`), token or not. A
 stale socket file left by a dead server is replaced; a live server's socket
 is never taken over. When the server has a token, every client presents it:

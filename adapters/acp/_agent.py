@@ -5,14 +5,14 @@ the agent and speak JSON-RPC to it over stdio; the ``agent-client-protocol``
 package (``pip install codexcore[acp]``) carries the wire, and this module
 (the ``Agent``: :class:`CodexAgent`, and :func:`serve_acp`) maps its methods onto
 the engine's Ops. Each ACP session is one :class:`~codexcore.Codex` engine on
-this loop (:class:`~._acp_session.AcpSession`); all share one model client pool.
+this loop (:class:`~._session.AcpSession`); all share one model client pool.
 
 Method -> engine, one row each:
 
 =======================  ==========================================================
 ``initialize``           protocol version (ours is 1), capabilities; the client's
                          kept (``fs`` read/write; ``terminal``: unconfined commands
-                         run in editor terminals, :mod:`._acp_terminal`)
+                         run in editor terminals, :mod:`._terminal`)
 ``session/new``          a new engine, ``configure_session {cwd}``; the editor's
                          MCP servers (:func:`editor_mcp_servers`) are that engine's,
                          beside config.toml's (the editor's win a name clash);
@@ -22,16 +22,16 @@ Method -> engine, one row each:
                          became of it), ``resume_session``
 ``session/list``         the recorded sessions (``list_sessions``), 50 a page
 ``session/prompt``       ``user_input`` (text, images, resource links, embedded
-                         resources: :mod:`._acp_prompt`); answered when the
-                         Task's terminal event comes (:mod:`._acp_session`):
+                         resources: :mod:`._prompt`); answered when the
+                         Task's terminal event comes (:mod:`._session`):
                          ``task_complete`` -> end_turn (refusal when the model
                          refused), ``turn_aborted`` -> cancelled, ``error``
                          ``incomplete`` (max_output_tokens) -> max_tokens, any
                          other ``error`` -> a JSON-RPC error naming it
 ``session/cancel``       ``interrupt``; waiting permission requests are withdrawn
-``session/set_mode``     approval presets (:data:`~._acp_modes.MODES`) through
+``session/set_mode``     approval presets (:data:`~._modes.MODES`) through
                          :meth:`AcpSession.switch_policies`; ``current_mode_update``
-approvals                ``session/request_permission`` (:mod:`._acp_permission`):
+approvals                ``session/request_permission`` (:mod:`._permission`):
                          allow once / always, reject once / always -> approved,
                          approved_for_session, denied (remembered for that
                          command), denied; cancelled -> denied.
@@ -40,7 +40,7 @@ approvals                ``session/request_permission`` (:mod:`._acp_permission`
                          allows that tool, reject always rejects it, for the session
 =======================  ==========================================================
 
-Events -> ``session/update``: see :mod:`codexcore.adapters.acp._map`.
+Events -> ``session/update``: see :mod:`._map`.
 """
 
 from __future__ import annotations
@@ -137,12 +137,12 @@ def editor_mcp_servers(servers: Sequence[Any]) -> tuple[dict[str, McpServerConfi
 
 
 class CodexAgent:
-    """The ACP ``Agent``: sessions by id, each an :class:`~._acp_session.AcpSession`.
+    """The ACP ``Agent``: sessions by id, each an :class:`~._session.AcpSession`.
 
     ``config`` is what every session starts from (config.toml's settings, as
     the CLI resolved them); ``clients`` is shared by all sessions and closed
     by :meth:`aclose`; ``input_ended`` is set when the client's input has ended
-    (:mod:`._acp_stdio`).
+    (:mod:`._stdio`).
     """
 
     def __init__(
@@ -357,7 +357,7 @@ class NotAPipe(Exception):
 
 async def serve_acp(config: EngineConfig, in_fd: int, out_fd: int) -> int:
     """Serve one editor over the pipes ``in_fd`` / ``out_fd`` until it closes its end
-    and the requests it sent before are answered (:mod:`._acp_stdio`), it stops
+    and the requests it sent before are answered (:mod:`._stdio`), it stops
     reading our output, or SIGTERM; then every session is shut down (its commands
     killed). Returns the exit code."""
     loop = asyncio.get_running_loop()

@@ -2,7 +2,7 @@
 
 Everything here is synchronous and does no I/O except reading a changed file
 to show its diff (``ToolCallMapper`` is given the reader). The agent
-(:mod:`codexcore.adapters.acp._agent`) does the talking.
+(:mod:`._agent`) does the talking.
 
 Event -> update, one row each (``ToolCallMapper.updates``):
 
@@ -466,7 +466,7 @@ _CONTEXT = re.compile(r'<context ref="([^"]*)">\n(.*?)\n</context>', re.DOTALL)
 
 def user_message_parts(message: str, images: Iterable[str]) -> list[UserContent]:
     """A recorded prompt as the content blocks the user sent: its text, each file it
-    attached (the ``<context ref>`` blocks :mod:`._acp_prompt` made) as an embedded
+    attached (the ``<context ref>`` blocks :mod:`._prompt` made) as an embedded
     resource, each image as an image (a web address as a link). The engine records
     the prompt's text parts joined; the context blocks mark where they were."""
     parts: list[UserContent] = []

@@ -5,8 +5,8 @@ Each ACP session is one :class:`~codexcore.Codex` engine on the agent's loop. Th
 pump reads the engine's events: the answers to the session's own calls
 (``configure_session``, ``get_history``, ...) go to their waiters; the events of
 the prompt in flight become ``session/update`` notifications (through
-:class:`~._acp_map.ToolCallMapper`), its approval requests permission requests
-(:mod:`._acp_permission`), and its terminal event the prompt's answer:
+:class:`~._map.ToolCallMapper`), its approval requests permission requests
+(:mod:`._permission`), and its terminal event the prompt's answer:
 ``task_complete`` -> end_turn (refusal when the model refused), ``turn_aborted`` ->
 cancelled, ``error`` ``incomplete`` (max_output_tokens) -> max_tokens, any other
 ``error`` -> a JSON-RPC error naming it. Events outside a prompt are notices.

@@ -25,10 +25,10 @@ same client with blocking methods, for programs without an event loop.
 The wire this speaks is described in ``docs/adapters.md``.
 
 This module is the public face; the implementation is in private modules
-behind it (``_client_async``: :class:`RemoteCodex`; ``_client_thread``:
-:class:`RemoteCodexThread`; ``_client_types``: notices, errors, options;
-``_client_link``, ``_client_handshake``, ``_client_outbox``, ``_client_inbox``,
-``_client_control``: its parts). Import from here.
+behind it (``client._async``: :class:`RemoteCodex`; ``client._thread``:
+:class:`RemoteCodexThread`; ``client._types``: notices, errors, options;
+``client._link``, ``client._handshake``, ``client._outbox``, ``client._inbox``,
+``client._control``: its parts). Import from here.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 connections (the public module, :mod:`codexcore.adapters.client`, describes what a UI
 sees).
 
-It opens a connection (:mod:`._client_link`), says hello (:mod:`._client_handshake`),
+It opens a connection (:mod:`._link`), says hello (:mod:`._handshake`),
 and reads it in a task of its own into a bounded queue the UI reads
-(:mod:`._client_inbox`); on a drop it redials, reattaches with the highest ``seq`` seen
-and resends what is unanswered (:mod:`._client_outbox`). The acks of control messages
-go to their senders through :mod:`._client_control`.
+(:mod:`._inbox`); on a drop it redials, reattaches with the highest ``seq`` seen
+and resends what is unanswered (:mod:`._outbox`). The acks of control messages
+go to their senders through :mod:`._control`.
 """
 
 from __future__ import annotations
@@ -104,8 +104,10 @@ class RemoteCodex(ControlMethods):
     ``max_unanswered`` submissions are unanswered. ``next_event`` waits for
     the next event and raises :class:`~codexcore.EngineClosed` once the
     session has ended (after ``shutdown_complete``), or the error that ended
-    the client (:class:`~.client.SessionLost`, :class:`~.client.ConnectionLost`,
-    :class:`~.client.ServerExited`) once the events received before it are read.
+    the client (:class:`~codexcore.adapters.client.SessionLost`,
+    :class:`~codexcore.adapters.client.ConnectionLost`,
+    :class:`~codexcore.adapters.client.ServerExited`) once the events received before it
+    are read.
     At most ``event_buffer`` events wait for the UI: a UI that stops reading
     stops the client reading its connection, and the server sees it.
 
@@ -175,11 +177,11 @@ class RemoteCodex(ControlMethods):
         optionally ``last_seq``, the highest ``seq`` already seen) the client
         attaches to that session. ``control=False`` watches without
         submitting. ``reconnect`` is the :class:`ReconnectPolicy` (None: a
-        dropped connection ends the client with :class:`~.client.ConnectionLost`).
+        dropped connection ends the client with :class:`~codexcore.adapters.client.ConnectionLost`).
         Other options: ``client_name``, ``client_version``, ``on_notice``,
         ``event_buffer``, ``max_unanswered``, ``handshake_timeout``,
-        ``close_timeout``. Raises :class:`~.client.HandshakeRefused` (e.g. a wrong
-        token: ``code == "unauthorized"``), :class:`~.client.SessionLost`, or the
+        ``close_timeout``. Raises :class:`~codexcore.adapters.client.HandshakeRefused` (e.g. a wrong
+        token: ``code == "unauthorized"``), :class:`~codexcore.adapters.client.SessionLost`, or the
         ``OSError`` of a failed connection.
         """
 
@@ -202,7 +204,7 @@ class RemoteCodex(ControlMethods):
 
         Before anything is sent, the socket's folder must be this user's and closed to
         others, and the server must run as this user (``SO_PEERCRED``); otherwise
-        :class:`~codexcore.adapters.transports._unix_trust.UnsafeSocket` (a ``PermissionError``).
+        :class:`~codexcore.adapters.transports.UnsafeSocket` (a ``PermissionError``).
         """
 
         async def dial() -> Link:
@@ -226,9 +228,10 @@ class RemoteCodex(ControlMethods):
         The child's stdout carries the protocol; each line of its stderr goes
         to ``on_stderr`` (default: this process's stderr). The process is the
         session, so there is no reconnecting: if it dies before
-        ``shutdown_complete``, ``next_event`` raises :class:`~.client.ServerExited`
-        with its exit code and last stderr lines. ``aclose`` closes its stdin
-        (the server then shuts the session down and exits).
+        ``shutdown_complete``, ``next_event`` raises
+        :class:`~codexcore.adapters.client.ServerExited` with its exit code and last
+        stderr lines. ``aclose`` closes its stdin (the server then shuts the session
+        down and exits).
         """
         client: RemoteCodex
 
@@ -377,7 +380,8 @@ class RemoteCodex(ControlMethods):
         return self.events()
 
     def _next_blocking(self, timeout: float | None) -> Event:
-        """``next_event`` for another thread (see :class:`~.client.RemoteCodexThread`)."""
+        """``next_event`` for another thread (see
+        :class:`~codexcore.adapters.client.RemoteCodexThread`)."""
         return self._inbox.get_blocking(timeout)
 
     # --- internals: state ------------------------------------------------------------------
@@ -397,7 +401,7 @@ class RemoteCodex(ControlMethods):
     # --- internals: connecting ---------------------------------------------------------------
 
     async def _handshake(self, link: Link, session_id: str | None, last_seq: int | None) -> Welcome:
-        """Say hello on a new connection (see :func:`~._client_handshake.handshake`)."""
+        """Say hello on a new connection (see :func:`~._handshake.handshake`)."""
         hello = Hello(
             PROTOCOL_VERSION,
             self._peer,
@@ -422,7 +426,7 @@ class RemoteCodex(ControlMethods):
                 await self._notice(EventsLost(first, welcome.replay_from - 1))
 
     async def _reconnect(self, reason: str) -> tuple[Link, Welcome]:
-        """Redial and reattach after a drop (see :func:`~._client_handshake.redial`)."""
+        """Redial and reattach after a drop (see :func:`~._handshake.redial`)."""
 
         async def attach(link: Link) -> Welcome:
             return await self._handshake(link, self.session_id, self._last_seq)

@@ -1,8 +1,9 @@
 """Control messages (seed 003) on a client's own connection: whether the server takes
 them, and handing each ack that comes in to the request waiting for it.
 
-The envelopes and the retries are :mod:`._control_client`'s, shared with ``codexcore
-control``; this is the part that lives on :class:`~.client.RemoteCodex`'s connection.
+The envelopes and the retries are :mod:`codexcore.adapters.control._sender`'s, shared
+with ``codexcore control``; this is the part that lives on
+:class:`~codexcore.adapters.client.RemoteCodex`'s connection.
 """
 
 from __future__ import annotations

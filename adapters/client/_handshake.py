@@ -1,8 +1,8 @@
 """Opening a session on a connection: the hello and the server's answer, and redialling
 with backoff after a drop.
 
-Both are for :class:`~.client.RemoteCodex`, which builds the ``hello`` (it knows its
-session, ``seq`` and token) and owns the connection once it is welcomed.
+Both are for :class:`~codexcore.adapters.client.RemoteCodex`, which builds the ``hello``
+(it knows its session, ``seq`` and token) and owns the connection once it is welcomed.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ their stream ended.
 A bounded queue between the client's reader and the UI (``event_buffer`` items): a
 UI that stops reading stops the reader, so the client stops reading its connection
 and the server sees the backpressure. It is read from the event loop
-(``next_event``) or from another thread (:class:`~.client.RemoteCodexThread`);
+(``next_event``) or from another thread (:class:`~codexcore.adapters.client.RemoteCodexThread`);
 notices are handed to ``on_notice`` by whoever reads, in order with the events.
 """
 

@@ -1,7 +1,7 @@
 """The client's transports: one connection (a :class:`Link`), how to open one, and the
 ``codexcore serve --stdio`` child process.
 
-A Link reads the server's lines through a bounded :class:`~._framing.LineReader`
+A Link reads the server's lines through a bounded :class:`~codexcore.adapters.transports.LineReader`
 only when the client asks for the next one, so a client that stops reading
 stops reading the socket: the server sees the backpressure.
 """

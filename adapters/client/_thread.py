@@ -1,6 +1,6 @@
 """The blocking face of the client library: :class:`RemoteCodexThread`, a
-:class:`~.client.RemoteCodex` on an event loop of its own thread, for programs without
-one.
+:class:`~codexcore.adapters.client.RemoteCodex` on an event loop of its own thread, for
+programs without one.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 ``control.interrupt``. The params are the request envelope exactly as the seed
 writes it and the result is the ack envelope; every outcome, a rejection
 included, is an ack (``result``), never a JSON-RPC error, so a sender reads one
-shape. The work is :class:`~._control.ControlReceiver`'s, shared with the native
-dialect; the connection's credential (:attr:`~._jsonrpc_server.RpcContext.credential`)
+shape. The work is :class:`~._receiver.ControlReceiver`'s, shared with the native
+dialect; the connection's credential (:attr:`~codexcore.adapters.jsonrpc.RpcContext.credential`)
 decides who the sender may be.
 """
 

@@ -3,7 +3,7 @@
 One implementation behind both dialects: a native connection's
 ``control.*.request`` line and the JSON-RPC methods ``control.stdin`` /
 ``control.interrupt`` all call :meth:`ControlReceiver.handle` with the
-request and the connection's :class:`~._credential.Credential`, and get the
+request and the connection's :class:`~codexcore.adapters.transports.Credential`, and get the
 ack envelope back. Nothing here is engine logic: the work is done by the
 engine's own ops, submitted to the target session's engine as the host's own
 submissions (no attachment, so no control of the session is taken from its
@@ -125,7 +125,8 @@ def _resolve(future: asyncio.Future[None] | None) -> None:
 
 
 class ControlReceiver:
-    """Answers control requests for the sessions of a :class:`~._host.SessionHost`."""
+    """Answers control requests for the sessions of a
+    :class:`~codexcore.adapters.host.SessionHost`."""
 
     def __init__(self, host: SessionHost, config: ControlConfig) -> None:
         self.host = host

@@ -1,7 +1,7 @@
 """The sending side of seed 003's control messages: envelopes, retries, oversize input.
 
 :func:`send_control` sends one logical request through any ``send`` (a native
-line on :class:`~.client.RemoteCodex`'s connection, a JSON-RPC call from
+line on :class:`~codexcore.adapters.client.RemoteCodex`'s connection, a JSON-RPC call from
 ``codexcore control``): a fresh ``request_id`` per logical send, reused on
 every retry with ``meta.retry_count`` counting up, so the receiver runs it at
 most once. It retries (``retries`` times, 1 by default) when no ack comes

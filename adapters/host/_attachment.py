@@ -20,7 +20,7 @@ Slow connections
 ----------------
 A live attachment's queue is bounded (``send_buffer_bytes``). When it
 overflows, runs of consecutive deltas of one stream are merged into one event
-that carries the ``seq`` of the last event merged (:mod:`._host_deltas`); if
+that carries the ``seq`` of the last event merged (:mod:`._deltas`); if
 that is not enough, deltas are dropped oldest first (each delta's content
 also arrives whole in a later event: ``agent_message``, ``agent_reasoning``,
 ``exec_command_end``). Other events are never merged or dropped: a connection

@@ -3,7 +3,7 @@
 :class:`ControlConfig` (the receiver's rules, which the command line builds
 from ``config.toml``'s ``[control]`` table) is a field of every host's
 configuration, so every server loads this module. The envelopes, their
-parsing and the acks live in :mod:`._control_wire`, loaded with the receiver
+parsing and the acks live in :mod:`codexcore.adapters.control._wire`, loaded with the receiver
 when a control request first arrives: a server that never gets one does not
 pay for them.
 """

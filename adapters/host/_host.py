@@ -15,14 +15,14 @@ shared: the buffer and the queues hold references, not copies.
 
 The parts, each in a module of its own (this one re-exports their names):
 
-- :mod:`._host_config`: :class:`HostConfig`, the rules; every limit bounds
+- :mod:`._config`: :class:`HostConfig`, the rules; every limit bounds
   memory or time.
-- :mod:`._host_session`: :class:`HostedSession`, one engine's events, its
+- :mod:`._session`: :class:`HostedSession`, one engine's events, its
   replay buffer, its attachments and its controller.
-- :mod:`._host_attachment`: :class:`Attachment`, one connection's send queue,
+- :mod:`._attachment`: :class:`Attachment`, one connection's send queue,
   replay cursor and rights: replay, slow connections and lossless (stdio)
   ones are described there.
-- :mod:`._host_deltas`: merging deltas for a slow connection, loaded with the
+- :mod:`._deltas`: merging deltas for a slow connection, loaded with the
   first one (a stdio server never does).
 - here: the host itself: sessions by id (created, attached to, reattached
   with replay, opened from an :class:`EngineSource`, renamed after a resume
@@ -89,7 +89,7 @@ CAPABILITIES = ("acks", "coalesced_deltas", "control", "replay")
 
 
 def __getattr__(name: str) -> object:
-    """The delta merging's names, loaded on first use (see :mod:`._host_deltas`)."""
+    """The delta merging's names, loaded on first use (see :mod:`._deltas`)."""
     if name in ("OUTPUT_CHUNK_LIMIT", "coalesce"):
         from . import _deltas as _host_deltas
 

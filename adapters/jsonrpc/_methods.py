@@ -184,7 +184,7 @@ class MethodTable:
         of what it sends the client while it runs), ``shapes`` (the attrs classes
         of the shapes its params take, the first the main one: for ``dict`` params,
         or fields that depend on each other, as "``name``, unless ``reset``"),
-        ``errors`` (the codes of :data:`~._jsonrpc_errors.ERRORS` it raises itself,
+        ``errors`` (the codes of :data:`~._errors.ERRORS` it raises itself,
         beyond those every method can answer).
         """
         if name in self._names:

@@ -1,9 +1,9 @@
 """The OpenRPC 1.3 document of the JSON-RPC dialect, generated from its method table.
 
-Every method registered in :func:`~._jsonrpc_methods.standard_methods` is in
+Every method registered in :func:`~._methods.standard_methods` is in
 it, with its params (from its attrs params class), its result schema and
 summary (what it registered; a method registered without a result schema gets
-``{}``), and the errors it can answer (from :data:`~._jsonrpc_errors.ERRORS`).
+``{}``), and the errors it can answer (from :data:`~._errors.ERRORS`).
 OpenRPC 1.3 describes only what a client calls; what the runtime sends its
 client (notifications such as ``stream/chunk``, requests such as
 ``ui.confirm.request``) is listed under the extensions ``x-notifications`` and

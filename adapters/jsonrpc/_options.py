@@ -1,6 +1,6 @@
 """How JSON-RPC connections are served, without loading the JSON-RPC stack.
 
-:class:`RpcOptions` lives apart from ``_jsonrpc_server`` so that a transport
+:class:`RpcOptions` lives apart from ``jsonrpc._server`` so that a transport
 can be configured for both dialects while a connection that speaks the
 native one never imports the JSON-RPC modules (``tests/test_import_guard.py``).
 """

@@ -1,7 +1,7 @@
-"""The JSON-RPC dialect over a :class:`~codexcore.adapters.transports._conduit.Conduit`:
+"""The JSON-RPC dialect over a :class:`~codexcore.adapters.transports.Conduit`:
 a reader, a writer, and the handlers.
 
-The reader feeds lines to the :class:`~._jsonrpc.RpcMachine` and starts a
+The reader feeds lines to the :class:`~._machine.RpcMachine` and starts a
 task per call, so a long request (a run) never blocks the next frame (the
 answer to a confirm it waits for). The machine bounds the calls in flight.
 Everything written goes through an :class:`Outbox` bounded in bytes: a

@@ -1,10 +1,10 @@
 """The native dialect: NDJSON Submissions in, NDJSON Events out, over any byte conduit.
 
-A connection reads lines with the :class:`~._framing.LineReader` and writes
-what its :class:`~._host.Attachment` hands it. Over a socket the first line
+A connection reads lines with the :class:`~codexcore.adapters.transports.LineReader` and writes
+what its :class:`~codexcore.adapters.host._host.Attachment` hands it. Over a socket the first line
 must be a ``hello`` (:func:`serve_connection`); over stdio it may be one
 (:func:`serve_stdio_session`). Which dialect a connection speaks is chosen
-from its first line by ``_dialect``. After that, every line is a submission for
+from its first line by ``servers._dialect``. After that, every line is a submission for
 the engine: a bad one becomes a ``Rejected`` that the engine answers with an
 ``error`` event numbered in order with the rest, and the connection goes on.
 

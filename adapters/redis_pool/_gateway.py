@@ -1,6 +1,6 @@
 """The gateway side: a session host whose sessions run on the workers.
 
-A gateway is a :class:`~codexcore.adapters.host._host.SessionHost` given a
+A gateway is a :class:`~codexcore.adapters.host.SessionHost` given a
 :class:`Gateway` as its engine source: every dialect, handshake, token,
 control rule and replay works as on a single server. A session's engine is a
 :class:`RemoteEngine`: a submission is appended to the session's submission

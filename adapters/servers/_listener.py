@@ -1,8 +1,8 @@
 """Socket transports over asyncio streams: the listener shared by TCP and Unix sockets.
 
 A :class:`Listener` accepts connections and hands each, wrapped as a
-:class:`StreamConduit`, to the dialect its first line chooses (``_dialect``).
-It knows nothing of sessions: those belong to the :class:`~._host.SessionHost`
+:class:`StreamConduit`, to the dialect its first line chooses (``servers._dialect``).
+It knows nothing of sessions: those belong to the :class:`~codexcore.adapters.host.SessionHost`
 it serves, which several listeners may share.
 """
 
@@ -33,7 +33,8 @@ def _credential(sock: socket.socket | None) -> Credential:
 
 
 class Listener:
-    """Accepts connections for a :class:`SessionHost`; see :class:`~.tcp.TcpServer`."""
+    """Accepts connections for a :class:`~codexcore.adapters.host.SessionHost`; see
+    :class:`~codexcore.adapters.tcp.TcpServer`."""
 
     def __init__(
         self,

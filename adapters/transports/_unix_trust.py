@@ -5,7 +5,7 @@ default folder is ``codexcore-UID`` in the system temporary directory, where
 any user can make that folder first and listen in it. So both ends check the
 folder before they use it (with ``lstat``: a link is refused, not followed):
 
-* the server (:func:`~.unix.prepare_directory`) binds only in a folder it
+* the server (:func:`~codexcore.adapters.unix.prepare_directory`) binds only in a folder it
   owns that no one else may enter (no group or other bits at all);
 * a client (:func:`open_unix_checked`), before it sends a byte, wants the
   folder to be a real directory owned by its own user, without write bits

@@ -13,7 +13,7 @@
   AGENTS.md the engine sends the model for that cwd (``{root, max_bytes,
   truncated, files: [{path, scope, size_bytes, sent_bytes}], text}``: global
   first, then the project root down to the cwd). ``include_skills`` adds
-  ``skills`` (:func:`._codelia_skills.inspect_skills`).
+  ``skills`` (:func:`._skills.inspect_skills`).
 * ``tool.call {name, arguments}`` -> ``{ok, result}``: the only built-in tool the
   engine can run outside a Task is the user's shell (op ``run_user_shell_command``,
   ``record=False``), so ``shell`` is the one tool served: ``arguments`` are

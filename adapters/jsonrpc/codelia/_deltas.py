@@ -1,11 +1,11 @@
 """The hot path of a delta-heavy run: a run's ``agent_message_delta`` events become
 ``agent.event`` lines without being parsed, decoded into an ``Event`` or re-encoded.
 
-A delta is in :data:`~._codelia_events.NOT_SENT` (a Codelia UI gets the whole message),
+A delta is in :data:`~._events.NOT_SENT` (a Codelia UI gets the whole message),
 so only a client that asked for every EventMsg (``codexcore_events``) gets a line per
 delta: ``{"type": "codexcore.agent_message_delta", "delta": ...}`` with the event's
 native seq as ``meta.codexcore`` (``{"seq": N}``: its id is the run's, its msg the
-``event``), byte for byte what the generic path (:func:`~._codelia_runs.agent_events`,
+``event``), byte for byte what the generic path (:func:`~._runs.agent_events`,
 then ``notify``) writes for it.
 """
 

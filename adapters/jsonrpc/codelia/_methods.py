@@ -3,8 +3,8 @@
 ``run.start`` submits the UI's input to the connection's session as a
 ``user_input`` whose submission id is the run's id (with ``force_compaction``,
 a ``compact``); ``run.cancel``
-interrupts it; ``model.list``/``model.set`` are in :mod:`._codelia_models`.
-What a run sends is :mod:`._codelia_runs`' work.
+interrupts it; ``model.list``/``model.set`` are in :mod:`._models`.
+What a run sends is :mod:`._runs`' work.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Seed 000's runs: one connection's runs, their events, statuses and confirms.
 
 A run's Task events (they carry the run's id: it is the ``user_input``'s
-submission id) go through :mod:`._codelia_events` to become ``agent.event``
+submission id) go through :mod:`._events` to become ``agent.event``
 notifications ``{run_id, seq, event, meta}`` (``seq`` from 0 per run,
 gap-free); the Task's terminal event becomes exactly one terminal
 ``run.status``. Approvals become ``ui.confirm.request`` requests to the UI, in

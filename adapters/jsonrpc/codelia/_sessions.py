@@ -7,7 +7,7 @@ engine's own home, and the current session's events before its file exists.
 ``session.history`` replays a recorded session's past runs as the
 ``agent.event`` notifications a live run sent: each Task (``task_started`` ...
 its terminal event, all under the run's id) goes through the same mapping
-(:func:`._codelia_runs.agent_events`), numbered ``seq`` from 0 per run. Of the
+(:func:`._runs.agent_events`), numbered ``seq`` from 0 per run. Of the
 newest ``max_runs`` runs, the last ``max_events`` events are sent (each keeps
 its seq), then the answer ``{runs, events_sent, truncated}``. The user's
 prompts (the engine's ``user_message``) are replayed as Codelia's

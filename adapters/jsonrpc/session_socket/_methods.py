@@ -1,9 +1,9 @@
 """Seed 004's control methods: ``get_status``, ``stop``, ``checkpoint``, ``inject_prompt``,
 ``subscribe`` and ``unsubscribe``; the ``event`` notifications come from the
-session's :class:`~._control_status.SessionStatus`.
+session's :class:`~._status.SessionStatus`.
 
 The commands are the engine's ops, submitted as the connection's own
-(:meth:`~._jsonrpc_server.RpcContext.session`): ``stop`` and ``checkpoint``
+(:meth:`~codexcore.adapters.jsonrpc.RpcContext.session`): ``stop`` and ``checkpoint``
 end the running Task after its current Turn, ``inject_prompt`` is
 ``inject_input``. On a per-session socket (``session_sockets``) the
 connection acts on that socket's session; elsewhere on its own session.
