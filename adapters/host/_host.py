@@ -13,7 +13,8 @@ each once and appends it to the session's replay buffer and to the send queue
 of every attached connection (an :class:`Attachment`). The encoded bytes are
 shared: the buffer and the queues hold references, not copies.
 
-The parts, each in a module of its own (this one re-exports their names):
+The parts, each in a module of its own (``codexcore.adapters.host`` exports their
+public names):
 
 - :mod:`._config`: :class:`HostConfig`, the rules; every limit bounds
   memory or time.
@@ -22,6 +23,8 @@ The parts, each in a module of its own (this one re-exports their names):
 - :mod:`._attachment`: :class:`Attachment`, one connection's send queue,
   replay cursor and rights: replay, slow connections and lossless (stdio)
   ones are described there.
+- :mod:`._frames`: :class:`Out`, an encoded event, and :data:`Frame`, what an
+  attachment hands its transport.
 - :mod:`._deltas`: merging deltas for a slow connection, loaded with the
   first one (a stdio server never does).
 - here: the host itself: sessions by id (created, attached to, reattached
