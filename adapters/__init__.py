@@ -1,14 +1,19 @@
 """Adapters that carry the Submission/Event queue pair across a boundary.
 
 - ``codexcore.adapters.threads``: an engine on a background thread, blocking calls.
-- ``codexcore.adapters.stdio``: ``codexcore serve --stdio``, one session for a parent UI.
-- ``codexcore.adapters.tcp`` and ``codexcore.adapters.unix``: socket servers over a
-  :class:`SessionHost`, the transport- and dialect-agnostic home of many sessions.
+- ``codexcore.adapters.client``: the client library of a codexcore server.
+- ``codexcore.adapters.stdio``, ``.tcp``, ``.unix``, ``.session_sockets``: the servers,
+  over a :class:`SessionHost`, the transport- and dialect-agnostic home of many sessions.
+- ``codexcore.adapters.acp``: the Agent Client Protocol agent; ``.redis_pool``: sessions
+  on workers behind Redis.
 
-The wire (framing, handshake, replay, control, backpressure) is described in
-``docs/adapters.md``; seed 003's control messages to live sessions
-(:class:`ControlConfig`, ``HostConfig.control``) in ``docs/control.md``. Names load
-on first use, so importing one adapter does not import the others.
+Inside, one package per job (``docs/architecture.md`` draws them and their allowed
+imports): ``transports``, ``host``, the ``jsonrpc`` machinery, ``control``, the dialects
+(``native``, ``jsonrpc.codelia``, ``jsonrpc.chat``, ``jsonrpc.session_socket``, ``acp``,
+``redis_pool``) and ``servers``. The wire is described in ``docs/adapters.md``; control
+messages to live sessions (:class:`ControlConfig`, ``HostConfig.control``) in
+``docs/control.md``. Names load on first use, so importing one adapter does not import
+the others.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._control_config import ControlConfig, ControlSender
-    from ._host import (
+    from .host._control_config import ControlConfig, ControlSender
+    from .host._host import (
         Attachment,
         HostConfig,
         HostRefusal,
@@ -26,18 +31,18 @@ if TYPE_CHECKING:
         SessionHost,
         host_engine_config,
     )
-    from ._server import shutdown
+    from .servers._listener import shutdown
 
 _LAZY = {
-    "Attachment": "codexcore.adapters._host",
-    "ControlConfig": "codexcore.adapters._control_config",
-    "ControlSender": "codexcore.adapters._control_config",
-    "HostConfig": "codexcore.adapters._host",
-    "HostRefusal": "codexcore.adapters._host",
-    "NotAccepted": "codexcore.adapters._host",
-    "SessionHost": "codexcore.adapters._host",
-    "host_engine_config": "codexcore.adapters._host",
-    "shutdown": "codexcore.adapters._server",
+    "Attachment": "codexcore.adapters.host._host",
+    "ControlConfig": "codexcore.adapters.host._control_config",
+    "ControlSender": "codexcore.adapters.host._control_config",
+    "HostConfig": "codexcore.adapters.host._host",
+    "HostRefusal": "codexcore.adapters.host._host",
+    "NotAccepted": "codexcore.adapters.host._host",
+    "SessionHost": "codexcore.adapters.host._host",
+    "host_engine_config": "codexcore.adapters.host._host",
+    "shutdown": "codexcore.adapters.servers._listener",
 }
 
 __all__ = [

@@ -26,10 +26,10 @@ import attrs
 
 from codexcore._logging import get_logger
 
-from ._control_status import SessionStatus, statuses
-from ._dialect import Dialects
-from ._host import SessionHost
-from ._rpc_options import RpcOptions
+from .host._host import SessionHost
+from .jsonrpc._options import RpcOptions
+from .jsonrpc.session_socket._status import SessionStatus, statuses
+from .servers._dialect import Dialects
 from .unix import UnixServer
 
 log = get_logger(__name__)
@@ -70,7 +70,7 @@ class SessionSockets:
         """Open ``session_id``'s socket (at ``path``, else in the directory); its path.
 
         Raises :class:`OSError` (:class:`~.unix.SocketInUse` included) when the
-        socket cannot be made, and :class:`~._host.HostRefusal` for a session
+        socket cannot be made, and :class:`~codexcore.adapters.host.HostRefusal` for a session
         that is not live.
         """
         status = await statuses(self.host).get(session_id)

@@ -28,11 +28,11 @@ import attrs
 
 from codexcore._logging import get_logger
 
-from ._credential import Credential, peer_uid_of_fd
-from ._dialect import Dialects, serve_stdio_conduit
-from ._host import HostConfig, SessionHost
-from ._native import READ_CHUNK
-from ._stdio_claim import claim_stdio
+from .host._host import HostConfig, SessionHost
+from .servers._dialect import Dialects, serve_stdio_conduit
+from .transports._conduit import READ_CHUNK
+from .transports._credential import Credential, peer_uid_of_fd
+from .transports._stdio_claim import claim_stdio
 
 if TYPE_CHECKING:
     import httpx
@@ -97,7 +97,7 @@ class _WriteProtocol(asyncio.BaseProtocol):
 
 
 class FdConduit:
-    """A :class:`~codexcore.adapters._native.Conduit` over two file descriptors.
+    """A :class:`~codexcore.adapters.transports.Conduit` over two file descriptors.
 
     Pipes, sockets and terminals are watched by the event loop; regular files
     (``< input.ndjson``, ``> out.ndjson``) are read in a thread and written

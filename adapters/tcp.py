@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import ssl as _ssl
 
-from ._dialect import Dialects
-from ._host import SessionHost
-from ._native import READ_CHUNK
-from ._server import Listener, keepalive, shutdown
+from .host._host import SessionHost
+from .servers._dialect import Dialects
+from .servers._listener import Listener, shutdown
+from .transports._conduit import READ_CHUNK
+from .transports._streams import DEFAULT_HOST, keepalive
+from .transports._streams import parse_address as parse_address
 
 __all__ = ["TcpServer", "parse_address", "shutdown", "tls_context"]
-
-DEFAULT_HOST = "127.0.0.1"
 
 
 class TcpServer(Listener):
@@ -61,21 +61,6 @@ class TcpServer(Listener):
         name = server.sockets[0].getsockname()
         self.address = (str(name[0]), int(name[1]))
         return self.address
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[IPV6]:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1)."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    host = host.strip("[]") or DEFAULT_HOST
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"not HOST:PORT: {text!r}") from None
-    if not 0 <= number <= 65535:
-        raise ValueError(f"port out of range: {text!r}")
-    return host, number
 
 
 def tls_context(cert_file: str, key_file: str) -> _ssl.SSLContext:

@@ -49,7 +49,7 @@ from codexcore.engine import (
 from codexcore.engine._run import answer, ends, task_op
 from codexcore.protocol import Event, Op, Submission
 
-from ._loop_thread import LoopThread
+from .transports._loop_thread import LoopThread
 
 if TYPE_CHECKING:
     import httpx

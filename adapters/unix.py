@@ -3,9 +3,9 @@
 The socket is created with mode 0600 in a directory only its user can
 enter (made with mode 0700 when missing; an existing one that others can
 reach, that another user owns, or that is a link, is refused; the checks
-are shared with the clients, in :mod:`._unix_trust`). Every connection's peer is
-checked with ``SO_PEERCRED``: a process of another user is refused even if
-the permissions were loosened. So is a process that runs inside one of this
+are shared with the clients, in :mod:`codexcore.adapters.transports._unix_trust`).
+Every connection's peer is checked with ``SO_PEERCRED``: a process of another user is
+refused even if the permissions were loosened. So is a process that runs inside one of this
 server's own sandboxes (see :func:`not_sandboxed_by_us`), token or not. A
 stale socket file left by a dead server is replaced; a live server's socket
 is never taken over. When the server has a token, every client presents it:
@@ -21,11 +21,12 @@ import socket
 import stat
 from pathlib import Path
 
-from ._dialect import Dialects
-from ._host import SessionHost
-from ._native import READ_CHUNK
-from ._server import Listener, shutdown
-from ._unix_trust import default_socket_path, directory_problem, peer_credentials
+from .host._host import SessionHost
+from .servers._dialect import Dialects
+from .servers._listener import Listener, shutdown
+from .transports._conduit import READ_CHUNK
+from .transports._unix_trust import default_socket_path, directory_problem, peer_credentials
+from .transports._unix_trust import peer_uid as peer_uid
 
 __all__ = [
     "SocketInUse",
@@ -40,11 +41,6 @@ __all__ = [
 
 class SocketInUse(OSError):
     """The socket path cannot be used: a live server holds it, or it is unsafe."""
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
-    return peer_credentials(sock)[1]
 
 
 def same_user(sock: socket.socket) -> str | None:

@@ -67,11 +67,11 @@ from typing import Any  # noqa: E402
 import attrs  # noqa: E402
 import orjson  # noqa: E402
 
-import codexcore.adapters._host as host_module  # noqa: E402
+import codexcore.adapters.host._host as host_module  # noqa: E402
 from codexcore import Codex  # noqa: E402
 from codexcore._logging import configure_cli_logging  # noqa: E402
-from codexcore.adapters._host import HostConfig, SessionHost, host_engine_config  # noqa: E402
-from codexcore.adapters._server import Listener, shutdown  # noqa: E402
+from codexcore.adapters.host._host import HostConfig, SessionHost, host_engine_config  # noqa: E402
+from codexcore.adapters.servers._listener import Listener, shutdown  # noqa: E402
 from codexcore.adapters.stdio import claim_stdio, serve_stdio  # noqa: E402
 from codexcore.adapters.tcp import TcpServer  # noqa: E402
 from codexcore.adapters.unix import UnixServer  # noqa: E402

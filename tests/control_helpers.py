@@ -7,7 +7,7 @@ import os
 import uuid
 from typing import Any
 
-from codexcore.adapters._control_wire import ControlConfig, ControlSender, Credential, rfc3339
+from codexcore.adapters.control._wire import ControlConfig, ControlSender, Credential, rfc3339
 
 TEAM = "atm-dev"
 SENDER = "arch-ctm"

@@ -14,9 +14,9 @@ import pytest
 from acp.connection import StreamDirection, StreamEvent
 
 from codexcore import Codex
-from codexcore.adapters._acp_diff import DiffMismatch, old_and_new
-from codexcore.adapters._acp_map import OUTPUT_SHOWN, ToolCallMapper, user_message_parts
-from codexcore.adapters._acp_modes import (
+from codexcore.adapters.acp._diff import DiffMismatch, old_and_new
+from codexcore.adapters.acp._map import OUTPUT_SHOWN, ToolCallMapper, user_message_parts
+from codexcore.adapters.acp._modes import (
     CUSTOM_MODE,
     MODES_BY_ID,
     mode_of,
@@ -158,7 +158,7 @@ def test_only_the_acp_command_loads_the_acp_package() -> None:
 
 def test_the_acp_agent_loads_the_mcp_sdk_only_for_a_session_with_servers() -> None:
     script = (
-        "import sys, codexcore.adapters.acp, codexcore.adapters._acp_map\n"
+        "import sys, codexcore.adapters.acp, codexcore.adapters.acp._map\n"
         "print('mcp' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""``codexcore acp`` loads the ACP SDK with its models built on first use (adapters/_acp_sdk.py).
+"""``codexcore acp`` loads the ACP SDK with its models built on first use (adapters/acp/_sdk.py).
 
 Run in a fresh interpreter: the SDK's models are made once per process, and
 this test process may have imported ``acp`` already.
@@ -18,7 +18,7 @@ pytest.importorskip("acp")
 _SCRIPT = textwrap.dedent(
     '''
     import pydantic
-    from codexcore.adapters._acp_sdk import load_acp_sdk
+    from codexcore.adapters.acp._sdk import load_acp_sdk
 
     load_acp_sdk()
     from acp.schema import InitializeRequest, InitializeResponse

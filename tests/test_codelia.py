@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from codexcore.adapters._codelia_events import AGENT_EVENT_TYPES
+from codexcore.adapters.jsonrpc.codelia._events import AGENT_EVENT_TYPES
 from codexcore.testing import (
     Hang,
     ScriptedModel,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from codexcore.adapters._codelia_context import MAX_SELECTED_TEXT, ui_context_part
+from codexcore.adapters.jsonrpc.codelia._context import MAX_SELECTED_TEXT, ui_context_part
 from codexcore.protocol import TextInput
 from codexcore.testing import ScriptedModel, text_response
 

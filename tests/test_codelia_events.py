@@ -1,4 +1,5 @@
-"""The EventMsg -> AgentEvent table of seed 000 (adapters/_codelia_events.py), checked whole."""
+"""The EventMsg -> AgentEvent table of the Codelia protocol (adapters/jsonrpc/codelia/_events.py),
+checked whole."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from codexcore.adapters._codelia_events import (
+from codexcore.adapters.jsonrpc.codelia._events import (
     AGENT_EVENT_TYPES,
     MAPPING,
     NOT_SENT,
@@ -16,7 +17,7 @@ from codexcore.adapters._codelia_events import (
     build,
     failure_kind,
 )
-from codexcore.adapters._codelia_runs import _confirm_result, confirm_params
+from codexcore.adapters.jsonrpc.codelia._runs import _confirm_result, confirm_params
 from codexcore.engine import DEFAULT_CONTEXT_WINDOW, MODEL_DETAILS, context_window, model_details
 from codexcore.protocol import (
     AddChange,
@@ -262,10 +263,10 @@ def test_the_delta_hot_path_writes_the_generic_paths_bytes() -> None:
     """A codexcore_events client's delta lines, cut from the native encoding, are byte for
     byte what agent_events + notify would write; an event of another run or type stops
     the cut (the generic path takes it), and a client that did not ask gets no line."""
-    from codexcore.adapters._codelia_deltas import take_deltas
-    from codexcore.adapters._codelia_events import RunView
-    from codexcore.adapters._codelia_runs import agent_events
-    from codexcore.adapters._jsonrpc import notification
+    from codexcore.adapters.jsonrpc._machine import notification
+    from codexcore.adapters.jsonrpc.codelia._deltas import take_deltas
+    from codexcore.adapters.jsonrpc.codelia._events import RunView
+    from codexcore.adapters.jsonrpc.codelia._runs import agent_events
     from codexcore.protocol import AgentMessageDelta, Event, TaskComplete, encode_event
 
     texts = [
@@ -336,9 +337,9 @@ def test_a_codexcore_event_carries_the_native_event_once() -> None:
     msg, so ``meta.codexcore`` is its seq alone, and the native event is rebuilt from the
     line whole; a mapped event keeps the whole native event in ``meta``, and a Codelia
     UI's lines are as before (the native event whole beside Codelia's event)."""
-    from codexcore.adapters._codelia_deltas import take_deltas
-    from codexcore.adapters._codelia_events import RunView
-    from codexcore.adapters._codelia_runs import agent_events
+    from codexcore.adapters.jsonrpc.codelia._deltas import take_deltas
+    from codexcore.adapters.jsonrpc.codelia._events import RunView
+    from codexcore.adapters.jsonrpc.codelia._runs import agent_events
     from codexcore.protocol import AgentMessage, AgentMessageDelta, Event, TokenCount, encode_event
 
     def native_of(params: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,8 @@ import orjson
 import pytest
 
 from codexcore import SessionConfig
-from codexcore.adapters._control_wire import (
+from codexcore.adapters.control._receiver import receiver
+from codexcore.adapters.control._wire import (
     ContentRef,
     ControlConfig,
     ControlSender,
@@ -30,7 +31,7 @@ from codexcore.adapters._control_wire import (
     ack_schema,
     parse_request,
 )
-from codexcore.adapters._host import Attachment, HostConfig, SessionHost, host_engine_config
+from codexcore.adapters.host._host import Attachment, HostConfig, SessionHost, host_engine_config
 from codexcore.protocol import SandboxPolicy
 from codexcore.testing import (
     Hang,
@@ -203,7 +204,7 @@ async def test_stdin_to_an_idle_session_starts_a_task_with_the_text(tmp_path: Pa
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
         text = "line one\nline two\n\nline four"  # multiline: one payload
         request = stdin_request(session_id, agent_id, text, thread_id="thread-1")
-        answer = await host.control.handle(request, ME)
+        answer = await receiver(host).handle(request, ME)
         await events.until("task_complete")
     assert answer["result"] == "ok", answer
     assert answer["detail"] == "accepted: started a task"
@@ -218,10 +219,10 @@ async def test_stdin_to_an_idle_session_starts_a_task_with_the_text(tmp_path: Pa
 async def test_stdin_to_a_running_task_is_injected_into_its_next_request(tmp_path: Path) -> None:
     model = ScriptedModel([paused(text_response("first"), 1.0), text_response("second")])
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
-        first = await host.control.handle(stdin_request(session_id, agent_id, "start"), ME)
+        first = await receiver(host).handle(stdin_request(session_id, agent_id, "start"), ME)
         await events.until("task_started")
         await requested(model, 1)  # injected into the running Task, not into its first request
-        injected = await host.control.handle(stdin_request(session_id, agent_id, "also this"), ME)
+        injected = await receiver(host).handle(stdin_request(session_id, agent_id, "also this"), ME)
         await events.until("task_complete")
     assert (first["result"], injected["result"]) == ("ok", "ok")
     assert injected["detail"] == "accepted: injected"
@@ -233,10 +234,10 @@ async def test_stdin_to_a_running_task_is_injected_into_its_next_request(tmp_pat
 async def test_stdin_with_interrupt_ends_the_running_task_and_starts_one(tmp_path: Path) -> None:
     model = ScriptedModel([hanging(), text_response("fresh")])
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
-        await host.control.handle(stdin_request(session_id, agent_id, "slow"), ME)
+        await receiver(host).handle(stdin_request(session_id, agent_id, "slow"), ME)
         first = await events.until("task_started")
         await requested(model, 1)  # the Task hangs in its request, not before it
-        answer = await host.control.handle(
+        answer = await receiver(host).handle(
             stdin_request(session_id, agent_id, "instead", interrupt=True), ME
         )
         aborted = await events.until("turn_aborted")
@@ -254,7 +255,7 @@ async def test_interrupt_of_a_running_command_leaves_no_process(tmp_path: Path) 
     script = f"echo $$ > {pid_file}; exec sleep 300"
     model = ScriptedModel([shell_call(["sh", "-c", script], call_id="c1")])
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
-        await host.control.handle(stdin_request(session_id, agent_id, "sleep"), ME)
+        await receiver(host).handle(stdin_request(session_id, agent_id, "sleep"), ME)
         await events.until("exec_command_begin")
         deadline = time.monotonic() + WAIT
         while not pid_file.exists() or not pid_file.read_text().strip():
@@ -262,7 +263,7 @@ async def test_interrupt_of_a_running_command_leaves_no_process(tmp_path: Path) 
             await asyncio.sleep(0.02)
         pid = int(pid_file.read_text())
         started = time.monotonic()
-        answer = await host.control.handle(interrupt_request(session_id, agent_id), ME)
+        answer = await receiver(host).handle(interrupt_request(session_id, agent_id), ME)
         elapsed = time.monotonic() - started
         # Ok only once the Task has ended: its terminal event is already out.
         assert "turn_aborted" in events.types() or (await events.until("turn_aborted"))
@@ -283,7 +284,7 @@ def _alive(pid: int) -> bool:
 
 async def test_interrupt_of_an_idle_session_is_ok_with_detail_idle(tmp_path: Path) -> None:
     async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):
-        answer = await host.control.handle(interrupt_request(session_id, agent_id), ME)
+        answer = await receiver(host).handle(interrupt_request(session_id, agent_id), ME)
     assert (answer["result"], answer["detail"]) == ("ok", "idle")
 
 
@@ -296,10 +297,10 @@ async def test_a_duplicate_within_the_ttl_is_acked_ok_and_never_runs_again(
     model = ScriptedModel([text_response("once"), text_response("twice")])
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
         request = stdin_request(session_id, agent_id, "do it once")
-        first = await host.control.handle(request, ME)
+        first = await receiver(host).handle(request, ME)
         await events.until("task_complete")
         retry = {**request, "meta": {"retry_count": 1}, "sent_at": sent_at()}
-        second = await host.control.handle(retry, ME)
+        second = await receiver(host).handle(retry, ME)
         await asyncio.sleep(0)  # anything the retry started would be queued by now
         tasks = events.types().count("task_started")
     assert (first["duplicate"], second["duplicate"]) == (False, True)
@@ -312,7 +313,7 @@ async def test_concurrent_copies_of_one_request_run_once(tmp_path: Path) -> None
     model = ScriptedModel([text_response("once"), text_response("twice")])
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
         request = stdin_request(session_id, agent_id, "only once")
-        answers = await asyncio.gather(*(host.control.handle(request, ME) for _ in range(5)))
+        answers = await asyncio.gather(*(receiver(host).handle(request, ME) for _ in range(5)))
         await events.until("task_complete")
     assert sorted(answer["duplicate"] for answer in answers) == [False, True, True, True, True]
     assert {answer["result"] for answer in answers} == {"ok"}
@@ -329,9 +330,9 @@ async def test_a_rejected_request_is_not_remembered_so_its_retry_is_judged_afres
         events,
     ):
         request = stdin_request(session_id, "codexcore:not-this-one", "hi")
-        first = await host.control.handle(request, ME)
+        first = await receiver(host).handle(request, ME)
         fixed = {**request, "agent_id": agent_id}
-        second = await host.control.handle(fixed, ME)
+        second = await receiver(host).handle(fixed, ME)
         await events.until("task_complete")
     assert first["result"] == "not_found"
     assert (second["result"], second["duplicate"]) == ("ok", False)
@@ -345,13 +346,13 @@ async def test_not_found_for_an_unknown_session_and_not_live_for_a_recorded_one(
 ) -> None:
     model = ScriptedModel([text_response("recorded")])
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
-        await host.control.handle(stdin_request(session_id, agent_id, "record me"), ME)
+        await receiver(host).handle(stdin_request(session_id, agent_id, "record me"), ME)
         await events.until("task_complete")
-        unknown = await host.control.handle(stdin_request("no-such-session", agent_id, "x"), ME)
+        unknown = await receiver(host).handle(stdin_request("no-such-session", agent_id, "x"), ME)
         host.end_session(session_id)
         await events.until("shutdown_complete")
-        ended = await host.control.handle(stdin_request(session_id, agent_id, "x"), ME)
-        interrupted = await host.control.handle(interrupt_request(session_id, agent_id), ME)
+        ended = await receiver(host).handle(stdin_request(session_id, agent_id, "x"), ME)
+        interrupted = await receiver(host).handle(interrupt_request(session_id, agent_id), ME)
     assert unknown["result"] == "not_found", unknown
     assert ended["result"] == "not_live", ended
     assert interrupted["result"] == "not_live", interrupted
@@ -371,14 +372,14 @@ async def test_busy_and_timeout_while_the_engine_does_not_confirm(tmp_path: Path
         events,
     ):
         staller = await host.attach(token=None, session_id=session_id, control=False, lossless=True)
-        await host.control.handle(interrupt_request(session_id, agent_id), ME)  # fills it
+        await receiver(host).handle(interrupt_request(session_id, agent_id), ME)  # fills it
         one = stdin_request(session_id, agent_id, "one")
-        timed_out = await host.control.handle(one, ME)
-        busy = await host.control.handle(stdin_request(session_id, agent_id, "two"), ME)
+        timed_out = await receiver(host).handle(one, ME)
+        busy = await receiver(host).handle(stdin_request(session_id, agent_id, "two"), ME)
         staller.detach()  # the pump goes on: the first input is confirmed
         await events.until("task_started")
-        retried = await host.control.handle({**one, "sent_at": sent_at()}, ME)
-        later = await host.control.handle(stdin_request(session_id, agent_id, "three"), ME)
+        retried = await receiver(host).handle({**one, "sent_at": sent_at()}, ME)
+        later = await receiver(host).handle(stdin_request(session_id, agent_id, "three"), ME)
         await events.until("task_complete", 2)
     assert timed_out["result"] == "timeout", timed_out
     assert "0.3 s" in timed_out["detail"]
@@ -396,14 +397,14 @@ async def test_internal_error_when_the_receiver_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):
-        receiver = host.control
+        the_receiver = receiver(host)
 
         def broken(*_: Any) -> None:
             raise RuntimeError("disk on fire")
 
-        monkeypatch.setattr(receiver, "_target", broken)
-        answer = await receiver.handle(stdin_request(session_id, agent_id, "x"), ME)
-        retry = await receiver.handle(stdin_request(session_id, agent_id, "y"), ME)
+        monkeypatch.setattr(the_receiver, "_target", broken)
+        answer = await the_receiver.handle(stdin_request(session_id, agent_id, "x"), ME)
+        retry = await the_receiver.handle(stdin_request(session_id, agent_id, "y"), ME)
     assert answer["result"] == "internal_error"
     assert "disk on fire" not in json.dumps(answer)  # the sender learns no internals
     assert retry["result"] == "internal_error"
@@ -431,7 +432,7 @@ async def test_invalid_requests_are_rejected_naming_the_rule(
     control = control_config(hard_limit_bytes=2048, soft_limit_bytes=1024)
     async with hosted(tmp_path, ScriptedModel(), control) as (host, session_id, agent_id, events):
         request = {**stdin_request(session_id, agent_id, "hello"), **change}
-        answer = await host.control.handle(request, ME)
+        answer = await receiver(host).handle(request, ME)
     assert answer["result"] == "rejected"
     assert rule in answer["detail"], answer
     assert answer["request_id"] == request["request_id"] or not request["request_id"]
@@ -440,7 +441,7 @@ async def test_invalid_requests_are_rejected_naming_the_rule(
 
 async def test_interrupt_with_another_signal_is_rejected(tmp_path: Path) -> None:
     async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):
-        answer = await host.control.handle(
+        answer = await receiver(host).handle(
             interrupt_request(session_id, agent_id, signal="kill"), ME
         )
     assert answer["result"] == "rejected"
@@ -454,7 +455,7 @@ async def test_over_the_soft_limit_is_accepted_with_a_warning(
     control = control_config(soft_limit_bytes=16)
     model = ScriptedModel([text_response("ok")])
     async with hosted(tmp_path, model, control) as (host, session_id, agent_id, events):
-        answer = await host.control.handle(stdin_request(session_id, agent_id, "y" * 64), ME)
+        answer = await receiver(host).handle(stdin_request(session_id, agent_id, "y" * 64), ME)
         await events.until("task_complete")
     assert answer["result"] == "ok"
     warnings = [r for r in caplog.records if r.getMessage() == "control input over the soft limit"]
@@ -484,7 +485,7 @@ async def test_senders_are_denied_unless_bound_to_the_connection_and_the_team(
             request["sender"] = "mallory"
         if who == "another team":
             request["team"] = "other-team"
-        answer = await host.control.handle(request, credential or ME)
+        answer = await receiver(host).handle(request, credential or ME)
     assert answer["result"] == "rejected", who
     assert rule in answer["detail"], answer
     assert "task_started" not in events.types()
@@ -495,7 +496,7 @@ async def test_a_sender_of_another_team_is_refused_even_naming_this_team(tmp_pat
     control = control_config(senders=(outsider,))
     async with hosted(tmp_path, ScriptedModel(), control) as (host, session_id, agent_id, _e):
         request = stdin_request(session_id, agent_id, "hi", sender="outsider")
-        answer = await host.control.handle(request, ME)
+        answer = await receiver(host).handle(request, ME)
     assert answer["result"] == "rejected"
     assert "sender 'outsider' is not in team 'atm-dev'" in answer["detail"]
 
@@ -503,7 +504,7 @@ async def test_a_sender_of_another_team_is_refused_even_naming_this_team(tmp_pat
 async def test_a_tcp_sender_is_known_by_its_own_token(tmp_path: Path) -> None:
     model = ScriptedModel([text_response("ok")])
     async with hosted(tmp_path, model) as (host, session_id, agent_id, events):
-        answer = await host.control.handle(
+        answer = await receiver(host).handle(
             stdin_request(session_id, agent_id, "over tcp"), Credential("tcp", token=SENDER_TOKEN)
         )
         await events.until("task_complete")
@@ -512,7 +513,7 @@ async def test_a_tcp_sender_is_known_by_its_own_token(tmp_path: Path) -> None:
 
 async def test_a_host_without_a_control_team_refuses_everything(tmp_path: Path) -> None:
     async with hosted(tmp_path, ScriptedModel(), ControlConfig()) as (host, sid, agent, _e):
-        answer = await host.control.handle(stdin_request(sid, agent, "hi"), ME)
+        answer = await receiver(host).handle(stdin_request(sid, agent, "hi"), ME)
         capabilities = host.config.control.capabilities()
     assert answer["result"] == "rejected"
     assert "no [control] team" in answer["detail"]
@@ -531,14 +532,14 @@ async def test_stale_and_future_sent_at_are_rejected(
 ) -> None:
     async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):
         request = stdin_request(session_id, agent_id, "replayed", sent_at=sent_at(offset))
-        answer = await host.control.handle(request, ME)
+        answer = await receiver(host).handle(request, ME)
     assert answer["result"] == "rejected"
     assert rule in answer["detail"], answer
 
 
 async def test_the_seeds_example_as_written_is_refused_as_stale(tmp_path: Path) -> None:
     async with hosted(tmp_path, ScriptedModel()) as (host, _session_id, _agent_id, _events):
-        answer = await host.control.handle(json.loads(SEED_EXAMPLES["8.1"]), ME)
+        answer = await receiver(host).handle(json.loads(SEED_EXAMPLES["8.1"]), ME)
     assert answer["result"] == "rejected"
     assert answer["detail"].startswith("stale: sent_at is")
     assert answer["request_id"] == "req_01HZY8QJ8R7G6K2YJ7V2M9A1P3"
@@ -568,7 +569,7 @@ async def test_content_ref_under_an_allowed_directory_is_read_and_checked(tmp_pa
     model = ScriptedModel([text_response("read it")])
     async with hosted(tmp_path, model, control) as (host, session_id, agent_id, events):
         request = stdin_request(session_id, agent_id, None, content_ref=_ref(path, data))
-        answer = await host.control.handle(request, ME)
+        answer = await receiver(host).handle(request, ME)
         await events.until("task_complete")
     assert answer["result"] == "ok", answer
     assert sent_text(model.requests[0])[-1] == text
@@ -609,7 +610,7 @@ async def test_every_content_ref_escape_is_refused(tmp_path: Path) -> None:
     control = control_config(allowed_content_dirs=(str(tmp_path / "share"),))
     async with hosted(tmp_path, ScriptedModel(), control) as (host, session_id, agent_id, events):
         answers = {
-            name: await host.control.handle(
+            name: await receiver(host).handle(
                 stdin_request(session_id, agent_id, None, content_ref=ref), ME
             )
             for name, (ref, _rule) in escapes.items()
@@ -625,7 +626,7 @@ async def test_content_ref_is_refused_without_an_allowed_directory(tmp_path: Pat
     path.write_bytes(b"hi")
     async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):
         request = stdin_request(session_id, agent_id, None, content_ref=_ref(path, b"hi"))
-        answer = await host.control.handle(request, ME)
+        answer = await receiver(host).handle(request, ME)
         capabilities = host.config.control.capabilities()
     assert answer["result"] == "rejected"
     assert "no allowed content directory is configured" in answer["detail"]
@@ -645,10 +646,10 @@ async def test_audit_records_every_step_without_the_message_text(
     model = ScriptedModel([text_response("ok")])
     async with hosted(tmp_path, model, control) as (host, session_id, agent_id, events):
         request = stdin_request(session_id, agent_id, secret, thread_id="th-1")
-        await host.control.handle(request, ME)
+        await receiver(host).handle(request, ME)
         await events.until("task_complete")
-        await host.control.handle(request, ME)  # a duplicate
-        await host.control.handle({**request, "request_id": "r2", "sender": "eve"}, ME)
+        await receiver(host).handle(request, ME)  # a duplicate
+        await receiver(host).handle({**request, "request_id": "r2", "sender": "eve"}, ME)
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     steps = [line["step"] for line in lines]
     assert steps == ["request", "ack", "request", "duplicate", "ack", "request", "rejected", "ack"]
@@ -681,7 +682,7 @@ async def test_verbose_message_logging_puts_the_text_in_the_request_record(
     control = control_config(audit_file=str(audit), verbose_messages=True)
     model = ScriptedModel([text_response("ok")])
     async with hosted(tmp_path, model, control) as (host, session_id, agent_id, events):
-        await host.control.handle(stdin_request(session_id, agent_id, "say it loud"), ME)
+        await receiver(host).handle(stdin_request(session_id, agent_id, "say it loud"), ME)
         await events.until("task_complete")
     first = json.loads(audit.read_text().splitlines()[0])
     assert first["content"] == "say it loud"
@@ -711,8 +712,8 @@ if sys.platform != "linux":  # pragma: no cover
 def test_the_dedupe_store_forgets_keys_after_the_ttl(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codexcore.adapters import _control_store
-    from codexcore.adapters._control_store import PENDING, DedupeStore
+    from codexcore.adapters.control import _store as _control_store
+    from codexcore.adapters.control._store import PENDING, DedupeStore
 
     now = [1000.0]
     monkeypatch.setattr(_control_store, "time", type("Clock", (), {"time": lambda: now[0]}))
@@ -734,7 +735,7 @@ def test_the_dedupe_store_forgets_keys_after_the_ttl(
 async def test_a_native_connection_has_a_bound_on_control_requests_in_flight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from codexcore.adapters._native import MAX_CONTROL_IN_FLIGHT, _Controls
+    from codexcore.adapters.native._native import MAX_CONTROL_IN_FLIGHT, _Controls
 
     release = asyncio.Event()
     async with hosted(tmp_path, ScriptedModel()) as (host, session_id, agent_id, _events):
@@ -743,7 +744,7 @@ async def test_a_native_connection_has_a_bound_on_control_requests_in_flight(
             await release.wait()
             return {"type": "control.stdin.ack", "request_id": value["request_id"]}
 
-        monkeypatch.setattr(host.control, "handle", slow)
+        monkeypatch.setattr(receiver(host), "handle", slow)
         attachment = await host.attach(token=None, session_id=session_id, control=False)
         controls = _Controls(attachment, ME)
         lines = [

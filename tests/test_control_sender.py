@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from codexcore.adapters._control_client import (
+from codexcore.adapters.control._sender import (
     ControlError,
     NoAck,
     SenderOptions,
@@ -18,7 +18,7 @@ from codexcore.adapters._control_client import (
     send_control,
     stdin_envelope,
 )
-from codexcore.adapters._control_wire import ControlConfig, parse_request
+from codexcore.adapters.control._wire import ControlConfig, parse_request
 from codexcore.cli._control import host_control_config
 from codexcore.config import ConfigError, load_settings
 from codexcore.protocol import ControlMessages

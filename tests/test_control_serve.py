@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from codexcore import Codex
-from codexcore.adapters._control_client import SenderOptions
 from codexcore.adapters.client import ControlError, RemoteCodex, RemoteCodexThread
+from codexcore.adapters.control._sender import SenderOptions
 from codexcore.protocol import ResumeSession, SessionConfigured, TaskComplete
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from codexcore import Rejected
-from codexcore.adapters._framing import LineReader, LineTooLong, decode_line, is_blank
+from codexcore.adapters.transports._framing import LineReader, LineTooLong, decode_line, is_blank
 from codexcore.protocol import Hello, Interrupt, Peer, Submission
 
 

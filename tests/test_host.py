@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from codexcore import Rejected, SessionConfig
-from codexcore.adapters._host import (
+from codexcore.adapters.host._host import (
     Attachment,
     HostConfig,
     HostedSession,

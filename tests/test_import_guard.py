@@ -39,48 +39,54 @@ OPTIONAL = ("mcp", "acp", "redis", "openai")
 """Optional or foreign packages: loaded only on the path that uses them."""
 
 RPC_SEEDS = (
-    "codexcore.adapters._codelia*",
-    "codexcore.adapters._seed001",
-    "codexcore.adapters._jsonrpc_control",
-    "codexcore.adapters._control_status",
-    "codexcore.adapters._jsonrpc_shell",
-    "codexcore.adapters._control_methods",
-    "codexcore.adapters._openrpc",
+    "codexcore.adapters.jsonrpc.codelia",
+    "codexcore.adapters.jsonrpc.chat",
+    "codexcore.adapters.jsonrpc.session_socket",
+    "codexcore.adapters.control._jsonrpc",
+    "codexcore.adapters.jsonrpc._openrpc",
 )
-"""The seeds' methods on the JSON-RPC dialect (000, 001, 003's and 004's) and the OpenRPC
-document: each module is loaded at the first call of one of its methods, so never before
-``initialize`` is answered (``MethodGroup`` in ``adapters/_jsonrpc_methods.py``)."""
+"""The protocols on the JSON-RPC dialect (the Codelia runtime protocol, the chat protocol,
+the session socket's and the control messages' methods) and the OpenRPC document: each
+module is loaded at the first call of one of its methods, so never before ``initialize``
+is answered (``MethodGroup`` in ``adapters/jsonrpc/_methods.py``)."""
 
-JSONRPC = ("codexcore.adapters._jsonrpc*", "codexcore.adapters._rpc_schemas", *RPC_SEEDS)
-"""The JSON-RPC dialect (seeds 000, 001 and 004): loaded by a JSON-RPC first frame only."""
+JSONRPC = (
+    "codexcore.adapters.jsonrpc._machine",
+    "codexcore.adapters.jsonrpc._errors",
+    "codexcore.adapters.jsonrpc._methods",
+    "codexcore.adapters.jsonrpc._server*",
+    "codexcore.adapters.jsonrpc._schemas",
+    *RPC_SEEDS,
+)
+"""The JSON-RPC dialect's machinery and protocols: loaded by a JSON-RPC first frame only
+(``jsonrpc._options``, how a server serves JSON-RPC, is every server's)."""
 
 SOCKETS = (
     "codexcore.adapters.tcp",
     "codexcore.adapters.unix",
-    "codexcore.adapters._server",
+    "codexcore.adapters.servers._listener",
     "codexcore.adapters.session_sockets",
     "codexcore.adapters.client",
-    "codexcore.adapters._client_*",
     "codexcore.adapters.threads",
-    "codexcore.adapters._host_deltas",
+    "codexcore.adapters.host._deltas",
 )
 """Socket servers, the client library, and the host's merging of deltas for a slow socket
 connection (a stdio attachment holds the engine instead): not a stdio server's, nor
 ``exec``'s."""
 
-ACP = ("codexcore.adapters.acp", "codexcore.adapters._acp*", "codexcore.cli._acp")
+ACP = ("codexcore.adapters.acp", "codexcore.cli._acp")
 """The ACP agent (``codexcore acp``) and its SDK (``acp``, in :data:`OPTIONAL`)."""
 
 REDIS = ("codexcore.adapters.redis_pool",)
 """The worker pool behind Redis (``serve --redis``) and its client (``redis``)."""
 
-CONTROL_CLIENT = ("codexcore.adapters._control_client", "codexcore.adapters._control_rpc")
+CONTROL_CLIENT = ("codexcore.adapters.control._sender", "codexcore.adapters.control._rpc_sender")
 """The sending side of control messages (``codexcore control``)."""
 
 CONTROL_RECEIVER = (
-    "codexcore.adapters._control",
-    "codexcore.adapters._control_wire",
-    "codexcore.adapters._control_store",
+    "codexcore.adapters.control._receiver",
+    "codexcore.adapters.control._wire",
+    "codexcore.adapters.control._store",
     "sqlite3",
 )
 """The receiving side of control messages (the envelopes, the dedupe store): loaded with
@@ -144,9 +150,9 @@ def command_modules(*allowed: str) -> tuple[str, ...]:
 COMMAND_MODULES = command_modules()
 STDIO_SERVER = (
     "codexcore.adapters.stdio",
-    "codexcore.adapters._dialect",
-    "codexcore.adapters._host*",
-    "codexcore.adapters._native",
+    "codexcore.adapters.servers",
+    "codexcore.adapters.host",
+    "codexcore.adapters.native",
     *CONTROL_RECEIVER,
 )
 """The stdio server's host and dialects, and the control store: ``acp`` speaks through its SDK."""
@@ -425,10 +431,10 @@ def test_the_guard_names_a_forbidden_module_and_its_importer(
     rpc = next(entry for entry in ENTRY_POINTS if entry.name.endswith("JSON-RPC first frame"))
     _, loaded = run_entry(rpc, tmp_path, scripted_model)
     found = offences(loaded, JSONRPC)
-    server = [line for line in found if line.startswith("codexcore.adapters._jsonrpc_server ")]
+    server = [line for line in found if line.startswith("codexcore.adapters.jsonrpc._server ")]
     assert server == [
-        "codexcore.adapters._jsonrpc_server (forbidden by 'codexcore.adapters._jsonrpc*'), "
-        "imported by: codexcore.adapters._jsonrpc_server <- codexcore.adapters._dialect "
+        "codexcore.adapters.jsonrpc._server (forbidden by 'codexcore.adapters.jsonrpc._server*'), "
+        "imported by: codexcore.adapters.jsonrpc._server <- codexcore.adapters.servers._dialect "
         "<- codexcore.adapters.stdio <- codexcore.cli._serve <- codexcore.cli <- __main__"
     ], found
     assert not offences(loaded, OPTIONAL)
@@ -439,7 +445,7 @@ async def test_serve_stdio_defers_its_work_until_the_first_answer_is_out() -> No
     """``serve --stdio`` loads the model client's stack after its first answer: the hook
     runs once, when that answer already waits in the client's pipe (nothing reads it
     until the end), and the session goes on."""
-    from codexcore.adapters._host import HostConfig
+    from codexcore.adapters.host._host import HostConfig
     from codexcore.adapters.stdio import serve_stdio
     from codexcore.engine import EngineConfig
 

@@ -8,8 +8,7 @@ import attrs
 import orjson
 import pytest
 
-from codexcore.adapters._framing import LineTooLong
-from codexcore.adapters._jsonrpc import (
+from codexcore.adapters.jsonrpc._machine import (
     Answered,
     Call,
     Close,
@@ -19,7 +18,7 @@ from codexcore.adapters._jsonrpc import (
     RpcMachine,
     Send,
 )
-from codexcore.adapters._jsonrpc_methods import (
+from codexcore.adapters.jsonrpc._methods import (
     SERVER_CAPABILITIES,
     SERVER_FEATURES,
     MethodTable,
@@ -27,6 +26,7 @@ from codexcore.adapters._jsonrpc_methods import (
     initialize,
     standard_methods,
 )
+from codexcore.adapters.transports._framing import LineTooLong
 
 
 def line(message: Any) -> bytes:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from codexcore.adapters._jsonrpc_server import _finish_started
+from codexcore.adapters.jsonrpc._server import _finish_started
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 import pytest
 
-from codexcore.adapters._jsonrpc import RpcError
-from codexcore.adapters._jsonrpc_methods import (
+from codexcore.adapters.jsonrpc._machine import RpcError
+from codexcore.adapters.jsonrpc._methods import (
     STANDARD_GROUPS,
     Method,
     MethodGroup,
@@ -136,7 +136,9 @@ def test_a_group_that_drifted_from_its_module_fails_at_its_first_call_naming_bot
     ):
         table = MethodTable()
         table.add_group(drifted)
-        with pytest.raises(RuntimeError, match=r"_seed001 registered .* but its MethodGroup"):
+        with pytest.raises(
+            RuntimeError, match=r"jsonrpc\.chat\._chat registered .* but its MethodGroup"
+        ):
             table.get("chat")
 
 
@@ -149,7 +151,7 @@ def test_a_name_is_registered_once_whether_by_group_or_by_hand() -> None:
 
 
 def test_the_openrpc_document_loads_every_group() -> None:
-    from codexcore.adapters._openrpc import openrpc_document
+    from codexcore.adapters.jsonrpc._openrpc import openrpc_document
 
     lazy = openrpc_document(standard_methods())
     assert lazy == openrpc_document(loaded_table())

@@ -13,10 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from codexcore.adapters._host import HostConfig, SessionHost, host_engine_config
-from codexcore.adapters._jsonrpc_methods import standard_methods
-from codexcore.adapters._jsonrpc_server import RpcConnection, RpcContext, RpcOptions
-from codexcore.adapters._native import Lines
+from codexcore.adapters.host._host import HostConfig, SessionHost, host_engine_config
+from codexcore.adapters.jsonrpc._methods import standard_methods
+from codexcore.adapters.jsonrpc._options import RpcOptions
+from codexcore.adapters.jsonrpc._server import RpcConnection, RpcContext
+from codexcore.adapters.transports._conduit import Lines
 from codexcore.engine import SessionConfig
 from codexcore.testing import ScriptedModel, text_response
 

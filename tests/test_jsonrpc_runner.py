@@ -13,16 +13,11 @@ from typing import Any
 import orjson
 import pytest
 
-from codexcore.adapters._host import HostConfig, SessionHost, host_engine_config
-from codexcore.adapters._jsonrpc import RpcError
-from codexcore.adapters._jsonrpc_methods import standard_methods
-from codexcore.adapters._jsonrpc_server import (
-    ConnectionClosed,
-    RpcConnection,
-    RpcContext,
-    RpcOptions,
-)
-from codexcore.adapters._native import Lines
+from codexcore.adapters.host._host import HostConfig, SessionHost, host_engine_config
+from codexcore.adapters.jsonrpc import ConnectionClosed, RpcConnection, RpcContext, RpcOptions
+from codexcore.adapters.jsonrpc._machine import RpcError
+from codexcore.adapters.jsonrpc._methods import standard_methods
+from codexcore.adapters.transports._conduit import Lines
 from codexcore.engine import SessionConfig
 from codexcore.protocol import ConfigureSession, Event, Submission
 from codexcore.testing import ScriptedModel

@@ -1,4 +1,4 @@
-"""The blocking faces' event-loop thread (``adapters/_loop_thread.py``): a failure to
+"""The blocking faces' event-loop thread (``adapters/transports/_loop_thread.py``): a failure to
 start reaches the caller instead of hanging it, and the thread is gone afterwards."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from codexcore.adapters._loop_thread import LoopThread
+from codexcore.adapters.transports._loop_thread import LoopThread
 
 
 def _alive(name: str) -> bool:

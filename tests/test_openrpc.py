@@ -25,9 +25,9 @@ import referencing
 from referencing.jsonschema import DRAFT7
 
 from codexcore import adapters
-from codexcore.adapters._jsonrpc_errors import ERRORS
-from codexcore.adapters._jsonrpc_methods import standard_methods
-from codexcore.adapters._openrpc import openrpc_document
+from codexcore.adapters.jsonrpc._errors import ERRORS
+from codexcore.adapters.jsonrpc._methods import standard_methods
+from codexcore.adapters.jsonrpc._openrpc import openrpc_document
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
 
 from .server_helpers import PY, StdioServer
@@ -121,8 +121,8 @@ def test_the_error_table_has_every_code_the_adapters_define() -> None:
     """Every ``-32xxx`` constant of an adapters module is in the one table, so in the document."""
     codes = {error.code for error in ERRORS}
     missing = []
-    for info in pkgutil.iter_modules(adapters.__path__):
-        module = importlib.import_module(f"codexcore.adapters.{info.name}")
+    for info in pkgutil.walk_packages(adapters.__path__, "codexcore.adapters."):
+        module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             constant = name.isupper() and type(value) is int
             if constant and -32768 <= value <= -32000 and value not in codes:

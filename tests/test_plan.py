@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from codexcore import protocol as p
-from codexcore.adapters._codelia_events import RunView, build
-from codexcore.adapters._codelia_plan import plan_text
+from codexcore.adapters.jsonrpc.codelia._events import RunView, build
+from codexcore.adapters.jsonrpc.codelia._plan import plan_text
 from codexcore.cli._render import TerminalRenderer
 from codexcore.engine._plan import PlanError, parse_plan
 from codexcore.testing import (

@@ -20,10 +20,11 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from codexcore.adapters._jsonrpc import RpcMachine
-from codexcore.adapters._jsonrpc_methods import standard_methods
-from codexcore.adapters._jsonrpc_server import Outbox, RpcContext
-from codexcore.adapters._seed001 import _CHATS, NO_APPROVER, SEPARATOR, _Chat, _chats
+from codexcore.adapters.jsonrpc._machine import RpcMachine
+from codexcore.adapters.jsonrpc._methods import standard_methods
+from codexcore.adapters.jsonrpc._outbox import Outbox
+from codexcore.adapters.jsonrpc._server import RpcContext
+from codexcore.adapters.jsonrpc.chat._chat import _CHATS, NO_APPROVER, SEPARATOR, _Chat, _chats
 from codexcore.protocol import AgentMessageDelta, Event, TaskComplete, encode_event
 from codexcore.testing import (
     ScriptedModel,

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from codexcore import __version__
-from codexcore.adapters._jsonrpc_methods import (
+from codexcore.adapters.jsonrpc._methods import (
     SEED_METHODS,
     SERVER_CAPABILITIES,
     SERVER_FEATURES,

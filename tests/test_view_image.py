@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from codexcore import protocol as p
-from codexcore.adapters._codelia_events import RunView, build
+from codexcore.adapters.jsonrpc.codelia._events import RunView, build
 from codexcore.engine._images import MAX_IMAGE_BYTES, sniff_image_type
 from codexcore.testing import ScriptedModel, function_call_response, text_response
 

@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from .._host import HostConfig, SessionHost
+from codexcore.adapters.host._host import HostConfig, SessionHost
+
 from ._gateway import Gateway, RemoteEngine
 from ._keys import WORKER_CLIENT, Keys
 from ._owned import Fenced

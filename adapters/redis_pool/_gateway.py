@@ -1,6 +1,6 @@
 """The gateway side: a session host whose sessions run on the workers.
 
-A gateway is a :class:`~codexcore.adapters._host.SessionHost` given a
+A gateway is a :class:`~codexcore.adapters.host.SessionHost` given a
 :class:`Gateway` as its engine source: every dialect, handshake, token,
 control rule and replay works as on a single server. A session's engine is a
 :class:`RemoteEngine`: a submission is appended to the session's submission
@@ -20,6 +20,7 @@ import orjson
 from redis.exceptions import RedisError
 
 from codexcore._logging import get_logger
+from codexcore.adapters.host._host import HostRefusal
 from codexcore.engine import EngineClosed, Rejected, State, new_agent_id
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
@@ -29,7 +30,6 @@ from codexcore.protocol import (
     encode_submission,
 )
 
-from .._host import HostRefusal
 from ._keys import Keys
 from ._poison import DEAD_LETTER_MAXLEN, DeadLetters, Fields, Poison, event_of
 from ._streams import Entries, StreamReader

@@ -50,8 +50,8 @@ def _say(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # First thing: nothing may reach the protocol stream but protocol lines.
-    from ..adapters._acp_sdk import load_acp_sdk
-    from ..adapters._stdio_claim import claim_stdio
+    from ..adapters.acp._sdk import load_acp_sdk
+    from ..adapters.transports._stdio_claim import claim_stdio
     from . import imports_done
 
     try:

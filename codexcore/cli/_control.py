@@ -31,8 +31,8 @@ from . import SUMMARIES, plain
 
 if TYPE_CHECKING:
     from .._config_settings import ControlSettings
-    from ..adapters._control_client import SenderOptions
-    from ..adapters._control_config import ControlConfig
+    from ..adapters.control._sender import SenderOptions
+    from ..adapters.host._control_config import ControlConfig
 
 EXIT_CODES = {
     "ok": 0,
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sender_options(args: argparse.Namespace, control: ControlSettings) -> SenderOptions:
-    from ..adapters._control_client import SenderOptions
+    from ..adapters.control._sender import SenderOptions
 
     sender, team = args.sender or control.sender, args.team or control.team
     if not sender or not team:
@@ -158,13 +158,13 @@ def _text(args: argparse.Namespace) -> str:
 async def _send(
     args: argparse.Namespace, options: SenderOptions, agent: str, text: str | None
 ) -> int:
-    from ..adapters._control_client import (
+    from ..adapters.control._rpc_sender import RpcControlLink
+    from ..adapters.control._sender import (
         ControlError,
         interrupt_envelope,
         send_control,
         stdin_envelope,
     )
-    from ..adapters._control_rpc import RpcControlLink
 
     # Over a Unix socket the peer's uid is the credential; a token only admits the
     # connection to a server that has one, so the server's own will do there.
@@ -193,10 +193,10 @@ async def _send(
 
 
 def host_control_config(control: ControlSettings, environ: Mapping[str, str]) -> ControlConfig:
-    """The session host's :class:`~codexcore.adapters._control_config.ControlConfig` from
+    """The session host's :class:`~codexcore.adapters.host._control_config.ControlConfig` from
     ``[control]``: each sender's token read from the variable its ``token_env`` names
     (a sender whose variable is unset or empty has no token: it cannot send over TCP)."""
-    from ..adapters._control_config import ControlConfig, ControlSender
+    from ..adapters.host._control_config import ControlConfig, ControlSender
 
     senders = tuple(
         ControlSender(

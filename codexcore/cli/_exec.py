@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from . import SUMMARIES, plain
 
 if TYPE_CHECKING:
-    from ..adapters._host import Attachment
+    from ..adapters.host._host import Attachment
     from ..config import LoadedSettings
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
@@ -260,7 +260,7 @@ class _ExecRun:
         client does. exec watches it and submits straight to its engine, as its
         owner: a socket client that takes control never locks the terminal out."""
         from .. import Codex
-        from ..adapters._host import HostConfig, SessionHost
+        from ..adapters.host._host import HostConfig, SessionHost
         from ..adapters.session_sockets import SessionSockets, default_directory
         from ..config import default_home
 
@@ -419,7 +419,7 @@ class _ExecRun:
 async def _hosted_events(attachment: Attachment) -> AsyncIterator[Any]:
     """The session's events as exec reads them from an engine: without the host's
     ``submission_ack``, so its output is the same with or without a control socket."""
-    from ..adapters._host import Out
+    from ..adapters.host._host import Out
     from ..protocol import SubmissionAck, decode_event
 
     while frames := await attachment.take():

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.openrpc:
         # Only here: the dialect's methods live in the adapters, which plain `schema` never loads.
-        from ..adapters._openrpc import openrpc_document
+        from ..adapters.jsonrpc._openrpc import openrpc_document
 
         print(json.dumps(openrpc_document(), indent=2))
         return 0

@@ -40,9 +40,9 @@ from . import SUMMARIES, plain
 from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 
 if TYPE_CHECKING:
-    from ..adapters._dialect import Dialects
-    from ..adapters._host import HostConfig
-    from ..adapters._server import Listener
+    from ..adapters.host._host import HostConfig
+    from ..adapters.servers._dialect import Dialects
+    from ..adapters.servers._listener import Listener
     from ..adapters.session_sockets import SessionSockets
 
 
@@ -157,7 +157,7 @@ def _say(message: str) -> None:
 def _import_serving_code() -> None:
     """Load what serving needs before its first answer, so start-up's objects can be
     frozen at once (what a Task needs waits: :func:`_load_first_turn`)."""
-    import codexcore.adapters._host  # noqa: F401
+    import codexcore.adapters.host._host  # noqa: F401
 
 
 def _load_first_turn() -> None:
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
-    from ..adapters._host import ENGINE_EVENT_QUEUE, HostConfig
+    from ..adapters.host._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
     from ._control import host_control_config
     from ._options import settings_overrides
@@ -279,8 +279,8 @@ def _raise_fd_limit() -> None:
 
 
 def _dialects(args: argparse.Namespace) -> Dialects:
-    from ..adapters._dialect import Dialects
-    from ..adapters._rpc_options import RpcOptions
+    from ..adapters.jsonrpc._options import RpcOptions
+    from ..adapters.servers._dialect import Dialects
 
     diagnostics = args.diagnostics or os.environ.get("CODEXCORE_DIAGNOSTICS", "").strip() == "1"
     options = RpcOptions(max_pending=args.max_pending_requests, diagnostics=diagnostics)
@@ -298,8 +298,8 @@ async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_f
 
 
 async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
-    from ..adapters._host import SessionHost
-    from ..adapters._server import shutdown
+    from ..adapters.host._host import SessionHost
+    from ..adapters.servers._listener import shutdown
     from ..adapters.tcp import TcpServer, parse_address, tls_context
     from ..adapters.unix import UnixServer
 

@@ -12,8 +12,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..adapters._server import Listener
     from ..adapters.redis_pool import RedisPool
+    from ..adapters.servers._listener import Listener
 
 
 def add_arguments(parser: Any) -> None:
@@ -117,7 +117,7 @@ async def _serve(args: argparse.Namespace, config: Any) -> int:
 
 
 async def _serve_roles(args: argparse.Namespace, config: Any, pool: RedisPool) -> int:
-    from ..adapters._server import shutdown
+    from ..adapters.servers._listener import shutdown
     from ._serve import until_signalled
 
     if args.role in ("worker", "all"):

@@ -18,9 +18,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from codexcore import Rejected
-from codexcore.adapters._client_link import Skipped, parse_line
-from codexcore.adapters._client_types import RemoteError
-from codexcore.adapters._framing import LineReader, LineTooLong, decode_line
+from codexcore.adapters.client._link import Skipped, parse_line
+from codexcore.adapters.client._types import RemoteError
+from codexcore.adapters.transports._framing import LineReader, LineTooLong, decode_line
 from codexcore.protocol import (
     Event,
     Hello,

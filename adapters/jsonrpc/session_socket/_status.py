@@ -1,0 +1,287 @@
+"""What seed 004's ``get_status`` says of a session, kept from its events.
+
+A :class:`SessionStatus` per session reads the session's events through an
+attachment of its own that watches (never controls), from the session's first
+event (while the replay buffer holds it), so a client that connects late still
+sees the whole session: the Turns so far, the last lines of output. It cuts
+agent text and command output into lines (``output`` events) and sends
+``state_change`` with the fields that changed to the connections subscribed
+(``clients``). :func:`statuses` finds a host's, making them on first use: the
+host knows nothing of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import collections
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from codexcore._logging import get_logger
+from codexcore.adapters.host._host import Frame, HostedSession, HostRefusal, Out, SessionHost
+from codexcore.engine import State
+from codexcore.protocol import (
+    TERMINAL_EVENT_TYPES,
+    AgentMessage,
+    AgentMessageDelta,
+    ApplyPatchApprovalRequest,
+    Event,
+    ExecApprovalRequest,
+    ExecCommandBegin,
+    ExecCommandEnd,
+    ExecCommandOutputDelta,
+    PatchApplyBegin,
+    SessionConfigured,
+    TaskComplete,
+    TaskStarted,
+    TurnComplete,
+    decode_event,
+)
+
+if TYPE_CHECKING:
+    from codexcore.adapters.jsonrpc._server import RpcContext
+
+log = get_logger(__name__)
+
+EVENT_TYPES = ("output", "state_change")
+ALL_EVENTS = "*"
+RECENT_LINES = 50
+"""How many of the last output lines ``get_status`` returns in ``recent_output``."""
+
+_STOPPING = (State.STOPPING, State.PAUSING)
+_CHANGE_FIELDS = ("task_name", "task_dir", "iteration", "status", "interactive_mode")
+
+
+def timestamp() -> str:
+    """Now, in the seed's shape: UTC, ISO 8601 with microseconds, no offset."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+class Lines:
+    """Text that arrives in pieces, cut into whole lines per stream."""
+
+    def __init__(self) -> None:
+        self._partial: dict[tuple[str, ...], str] = {}
+        self._decoders: dict[tuple[str, ...], codecs.IncrementalDecoder] = {}
+
+    def feed(self, key: tuple[str, ...], text: str) -> list[str]:
+        *lines, rest = (self._partial.get(key, "") + text).split("\n")
+        self._partial[key] = rest
+        return [line.removesuffix("\r") for line in lines]
+
+    def feed_bytes(self, key: tuple[str, ...], chunk: bytes) -> list[str]:
+        decoder = self._decoders.get(key)
+        if decoder is None:
+            decoder = self._decoders[key] = codecs.getincrementaldecoder("utf-8")("replace")
+        return self.feed(key, decoder.decode(chunk))
+
+    def seen(self, key: tuple[str, ...]) -> bool:
+        return key in self._partial
+
+    def flush(self, key: tuple[str, ...]) -> list[str]:
+        """The last, unterminated line of ``key`` (if any); ``key`` is forgotten."""
+        decoder = self._decoders.pop(key, None)
+        rest = self._partial.pop(key, "") + (decoder.decode(b"", True) if decoder else "")
+        return [rest.removesuffix("\r")] if rest else []
+
+
+class SessionStatus:
+    """What seed 004's ``get_status`` says of one session, kept from its events."""
+
+    def __init__(self, host: SessionHost, hosted: HostedSession) -> None:
+        self._host = host
+        self._hosted = hosted
+        self.task_name = hosted.id
+        self.task_dir = host.engine_config.session.cwd
+        self.iteration = 0  # Turns completed
+        self.started_at = self.updated_at = timestamp()
+        self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
+        self.clients: dict[RpcContext, set[str]] = {}  # connection -> its subscriptions
+        self.finished = asyncio.Event()
+        self.on_renamed: list[Callable[[str], None]] = []  # called with the new id
+        self._task_id: str | None = None
+        self._approvals: set[str] = set()
+        self._stop_asked = False
+        self._stopped = False
+        self._ended = False
+        self._lines = Lines()
+        self._last = self._changing()
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Attach (watching, from the session's first retained event) and follow it."""
+        attachment = await self._host.attach(
+            token=self._host.config.token,
+            session_id=self._hosted.id,
+            last_seq=-1,
+            control=False,
+            lossless=True,
+        )
+        self._reader = asyncio.create_task(self._follow(attachment.take))
+
+    # --- what get_status answers ------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        if self._ended:
+            return "stopped"
+        if self._task_id is None:
+            return "stopped" if self._stopped else "idle"
+        if self._stop_asked or self._hosted.codex.state in _STOPPING:
+            return "stopping"
+        return "awaiting_approval" if self._approvals else "running"
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "task_name": self.task_name,
+            "task_dir": self.task_dir,
+            "iteration": self.iteration,
+            "max_iterations": None,
+            "current_story": None,
+            "agent": "codexcore",
+            "agent_id": self._hosted.agent_id,
+            "status": self.status,
+            "interactive_mode": False,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "recent_output": list(self.recent),
+        }
+
+    def _changing(self) -> dict[str, Any]:
+        fields = self.fields()
+        return {name: fields[name] for name in _CHANGE_FIELDS}
+
+    # --- following the session ----------------------------------------------------------------
+
+    async def _follow(self, take: Callable[[], Awaitable[list[Frame]]]) -> None:
+        try:
+            while frames := await take():
+                for frame in frames:
+                    if isinstance(frame, Out):
+                        await self._apply(decode_event(frame.data))
+        except Exception:
+            log.exception("session status failed", session=self.task_name)
+        finally:
+            self._ended = True
+            await self._changed()
+            for ctx in list(self.clients):
+                ctx.over.set()  # the session is over, and with it its control connections
+            self.finished.set()
+
+    async def _apply(self, event: Event) -> None:
+        msg = event.msg
+        self.updated_at = timestamp()
+        for line in self._output_of(event):
+            self.recent.append(line)
+            await self._broadcast("output", {"line": line})
+        if isinstance(msg, TaskStarted):
+            self._task_id, self._stopped, self._approvals = event.id, False, set()
+        elif isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+            self._approvals.add(msg.call_id)
+        elif isinstance(msg, ExecCommandBegin | ExecCommandEnd | PatchApplyBegin):
+            self._approvals.discard(msg.call_id)
+        elif isinstance(msg, TurnComplete):
+            self.iteration += 1
+            self._approvals.clear()
+        elif isinstance(msg, SessionConfigured):
+            self.task_dir = msg.cwd
+            if msg.session_id != self.task_name:
+                self.task_name = msg.session_id
+                for renamed in self.on_renamed:
+                    renamed(msg.session_id)
+        if msg.TYPE in TERMINAL_EVENT_TYPES and event.id == self._task_id:
+            self._task_id, self._stop_asked, self._approvals = None, False, set()
+            self._stopped = isinstance(msg, TaskComplete) and msg.stopped_by == "stop"
+        await self._changed()
+
+    def _output_of(self, event: Event) -> list[str]:
+        """Whole lines of agent text and command output, as they complete."""
+        msg, lines = event.msg, self._lines
+        if isinstance(msg, AgentMessageDelta):
+            return lines.feed(("agent", event.id), msg.delta)
+        if isinstance(msg, AgentMessage):
+            key = ("agent", event.id)
+            return lines.flush(key) if lines.seen(key) else msg.message.splitlines()
+        if isinstance(msg, ExecCommandOutputDelta):
+            return lines.feed_bytes(("exec", msg.call_id, msg.stream), msg.chunk)
+        if isinstance(msg, ExecCommandEnd):
+            keys = [("exec", msg.call_id, stream) for stream in ("stdout", "stderr")]
+            if not any(lines.seen(key) for key in keys):
+                return msg.aggregated_output.splitlines()
+            return [line for key in keys for line in lines.flush(key)]
+        return []
+
+    async def _changed(self) -> None:
+        now = self._changing()
+        changed = {name: value for name, value in now.items() if self._last[name] != value}
+        self._last = now
+        if changed:
+            await self._broadcast("state_change", changed)
+
+    async def _broadcast(self, kind: str, data: dict[str, Any]) -> None:
+        params = {"type": kind, "timestamp": timestamp(), "data": data}
+        for ctx, events in list(self.clients.items()):
+            if ctx.over.is_set():
+                self.clients.pop(ctx, None)
+            elif kind in events or ALL_EVENTS in events:
+                await ctx.notify("event", params)
+
+    # --- commands --------------------------------------------------------------------------
+
+    async def stop_requested(self) -> None:
+        if self._task_id is not None:
+            self._stop_asked = True
+            await self._changed()
+
+
+class Statuses:
+    """One :class:`SessionStatus` per live session of a host, made on first use."""
+
+    def __init__(self, host: SessionHost) -> None:
+        self._host = host
+        self._by_session: dict[HostedSession, SessionStatus] = {}
+        self._starting: dict[HostedSession, asyncio.Task[SessionStatus]] = {}
+        self._forgetting: set[asyncio.Task[None]] = set()
+
+    async def get(self, session_id: str) -> SessionStatus:
+        """The session's status, following it from now on; raises :class:`HostRefusal`."""
+        hosted = self._host.session(session_id)
+        if hosted is None:
+            raise HostRefusal("unknown_session", f"no live session {session_id!r}")
+        status = self._by_session.get(hosted)
+        if status is not None:
+            return status
+        starting = self._starting.get(hosted)
+        if starting is None:  # one start, however many callers ask at once
+            starting = self._starting[hosted] = asyncio.create_task(self._start(hosted))
+        return await asyncio.shield(starting)
+
+    async def _start(self, hosted: HostedSession) -> SessionStatus:
+        try:
+            status = SessionStatus(self._host, hosted)
+            await status.start()
+            self._by_session[hosted] = status
+            forgetting = asyncio.create_task(self._forget(hosted, status))
+            self._forgetting.add(forgetting)
+            forgetting.add_done_callback(self._forgetting.discard)
+            return status
+        finally:
+            self._starting.pop(hosted, None)
+
+    async def _forget(self, hosted: HostedSession, status: SessionStatus) -> None:
+        await status.finished.wait()
+        self._by_session.pop(hosted, None)
+
+
+_STATUSES: weakref.WeakKeyDictionary[SessionHost, Statuses] = weakref.WeakKeyDictionary()
+
+
+def statuses(host: SessionHost) -> Statuses:
+    """The host's :class:`Statuses` (made on first use; the host knows nothing of them)."""
+    found = _STATUSES.get(host)
+    if found is None:
+        found = _STATUSES[host] = Statuses(host)
+    return found
