@@ -17,11 +17,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 600
 TREES = ("codexcore", "adapters", "bench")
 
-OVER_LIMIT_UNTIL_SPLIT = frozenset({"adapters/_client_async.py", "adapters/_jsonrpc_server.py"})
-"""Modules over the limit today whose split is under way on another branch. The test
-fails if any other module is over the limit, and also once one of these is no longer
-over it, so that this list is emptied when that split lands and cannot outlive it."""
-
 
 def python_files(root: Path, trees: tuple[str, ...] = TREES) -> list[Path]:
     """Every ``.py`` file of ``trees`` under ``root``, each once, links to folders not
@@ -51,17 +46,7 @@ def listing(files: dict[str, int]) -> str:
 
 def test_no_module_over_the_limit() -> None:
     over = oversized(ROOT)
-    unexpected = {path: n for path, n in over.items() if path not in OVER_LIMIT_UNTIL_SPLIT}
-    assert not unexpected, f"modules over {LIMIT} lines (split each by job):\n{listing(unexpected)}"
-
-
-def test_the_known_exceptions_are_still_over_the_limit() -> None:
-    over = oversized(ROOT)
-    done = sorted(OVER_LIMIT_UNTIL_SPLIT - over.keys())
-    assert not done, (
-        f"{', '.join(done)} no longer over {LIMIT} lines (or gone): "
-        "remove from OVER_LIMIT_UNTIL_SPLIT in tests/test_module_sizes.py"
-    )
+    assert not over, f"modules over {LIMIT} lines (split each by job):\n{listing(over)}"
 
 
 def test_each_file_is_counted_once_and_links_are_not_followed() -> None:

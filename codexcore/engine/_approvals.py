@@ -95,6 +95,16 @@ class Answer(Value):
     reason: str | None = None
 
 
+DENIED = "error: the user denied this; do not try it again the same way"
+
+
+def denial(what: str, answer: Answer) -> str:
+    """What the model is told of a denied call: the user's own words when they gave any."""
+    if answer.reason and answer.reason.strip():
+        return f"error: the user denied this {what}: {answer.reason.strip()}"
+    return DENIED
+
+
 class CallInterrupted(asyncio.CancelledError):
     """The Task was cancelled while a call ran: ``output`` is what the model is told
     of it (what the command printed, that it was stopped, how it ended), instead of

@@ -1,7 +1,7 @@
 """Running the model's function calls: ``shell`` and ``apply_patch``, with approvals.
 
 Every decision to ask the user goes through one of two places:
-:func:`~._approvals.plan_exec` for commands and :meth:`ToolRouter._patch_needs_approval`
+:func:`~._approvals.plan_exec` for commands and :meth:`~._patch_calls.PatchCalls.needs_approval`
 for patches. Everything else here is carrying it out and reporting events.
 """
 
@@ -17,9 +17,6 @@ import orjson
 
 from .._logging import get_logger
 from ..protocol import (
-    AddChange,
-    ApplyPatchApprovalRequest,
-    DeleteChange,
     EventMsg,
     ExecApprovalRequest,
     ExecCommandBegin,
@@ -27,18 +24,11 @@ from ..protocol import (
     ExecCommandOutputDelta,
     ExecCommandSource,
     ExecStatus,
-    FileChange,
     OutputStream,
-    PatchApplyBegin,
-    PatchApplyEnd,
-    UpdateChange,
     ViewImageToolCall,
 )
 from ..protocol._value import Value
 from ..tools import apply_patch as patches
-from ..tools._patch_fs import MAX_PATCH_FILE_BYTES
-from ..tools._read_only_subpaths import protected_part
-from ..tools._safe_read import read_regular
 from ..tools.environment import command_environment
 from ..tools.exec import CommandInterrupted, ExecResult, run_command
 from ..tools.output import format_for_model
@@ -52,6 +42,7 @@ from ._approvals import (
     CallInterrupted,
     ExecPlan,
     TaskAborted,
+    denial,
     plan_exec,
 )
 from ._config import CommandRunner, EngineConfig, SessionConfig
@@ -59,6 +50,7 @@ from ._history import Item
 from ._images import ImageError, attached, image_message, load_image
 from ._mcp import McpManager
 from ._mcp_calls import call_mcp_tool
+from ._patch_calls import PatchCalls
 from ._plan import PLAN_UPDATED, PlanError, parse_plan
 from ._requests import TOOLS, call_output, function_output
 from ._turn_diff import TurnDiffTracker
@@ -71,7 +63,6 @@ log = get_logger(__name__)
 Emit = Callable[[EventMsg], Awaitable[None]]
 TOOL_NAMES = "shell, apply_patch, update_plan, view_image"
 
-DENIED = "error: the user denied this; do not try it again the same way"
 NOT_ASKED = "not run: the user stopped the task before this call was approved"
 BARE_PATCH = (
     "error: a patch is not a command. Send it with the apply_patch tool "
@@ -129,6 +120,7 @@ class ToolRouter:
         self._attach = attach
         policy = config.sandbox_policy
         self._spec = SandboxSpec(policy.type, policy.writable_roots, policy.network_access)
+        self._patches = PatchCalls(config, self._spec, approvals, emit, self._ask)
 
     async def specs(self) -> list[dict[str, Any]]:
         """The tools the next request offers: the built-in ones, then the MCP servers'
@@ -162,7 +154,7 @@ class ToolRouter:
                 patch = _json_object(item.get("arguments")).get("input")
                 if not isinstance(patch, str):
                     raise ToolCallError("apply_patch: 'input' must be the patch text")
-                output = await self._patch(call_id, patch, self._config.cwd, diff)
+                output = await self._patches.run(call_id, patch, self._config.cwd, diff)
             elif name == "update_plan":
                 output = await self._update_plan(item.get("arguments"))
             elif name == "view_image":
@@ -244,7 +236,7 @@ class ToolRouter:
         invocation = patches.extract_patch_from_argv(call.argv)
         if invocation is not None:
             cwd = os.path.join(call.cwd, invocation.workdir or "")
-            return await self._patch(call.call_id, invocation.patch, cwd, diff)
+            return await self._patches.run(call.call_id, invocation.patch, cwd, diff)
         if patches.is_bare_patch(call.argv):
             return BARE_PATCH
         plan = self._plan(call)
@@ -253,9 +245,9 @@ class ToolRouter:
         if plan in (ExecPlan.ASK_THEN_RUN, ExecPlan.ASK_THEN_CONFINED):
             answer = await self._ask_exec(call, call.justification)
             if answer.decision == "denied":
-                return _denial("command", answer)
+                return denial("command", answer)
         confined = plan in (ExecPlan.RUN_CONFINED, ExecPlan.ASK_THEN_CONFINED)
-        await asyncio.to_thread(diff.before_command, self._writable_roots())
+        await asyncio.to_thread(diff.before_command, self._patches.writable_roots())
         result = await self._run(call, confined=confined)
         if confined and self._should_offer_unconfined(result):
             reason = "the sandbox seems to have blocked it; run it again without the sandbox?"
@@ -363,7 +355,7 @@ class ToolRouter:
             raise ToolCallError("view_image: 'path' must be the image file's path")
         if self._attach is None:
             raise ToolCallError("view_image is unavailable in this session")
-        roots = self._writable_roots() or [self._config.cwd]
+        roots = self._patches.writable_roots() or [self._config.cwd]
         try:
             image = await asyncio.to_thread(load_image, path, self._config.cwd, roots)
         except ImageError as exc:
@@ -391,117 +383,6 @@ class ToolRouter:
             return ask.WITHDRAWN
 
     # --- apply_patch ------------------------------------------------------------
-
-    async def _patch(self, call_id: str, text: str, cwd: str, diff: TurnDiffTracker) -> str:
-        try:
-            edits = await asyncio.to_thread(_plan_patch, text, cwd)
-        except patches.PatchError as exc:
-            return f"error: patch not applied, nothing changed: {exc}"
-        targets = patches.write_targets(edits)
-        changes = _changes(edits)
-        auto = not self._patch_needs_approval(targets)
-        if not auto:
-            if self._config.approval_policy == "never":
-                return self._never_asks(targets)
-            answer = await self._ask_patch(call_id, changes, targets)
-            if answer.decision == "denied":
-                return _denial("patch", answer)
-        await self._emit(PatchApplyBegin(call_id, auto, changes))
-        diff.before_patch(_baselines(edits))
-        try:
-            await asyncio.to_thread(patches.commit_edits, edits)
-        except (patches.PatchError, OSError) as exc:
-            await self._emit(PatchApplyEnd(call_id, "", str(exc), False))
-            return f"error: patch not applied: {exc}"
-        summary = patches.summarize(edits, self._config.cwd)
-        await self._emit(PatchApplyEnd(call_id, summary, "", True))
-        return summary
-
-    def _patch_needs_approval(self, targets: list[tuple[str, str]]) -> bool:
-        """``untrusted`` always asks; otherwise a patch goes ahead when every file it
-        really writes or removes (the targets, symlinks resolved) is inside the
-        writable roots, and not in one of their read-only subpaths (``.git``,
-        ``.codexcore``), or was approved for the session. ``danger-full-access``
-        protects nothing: its commands could write the same files unasked."""
-        if self._config.approval_policy == "untrusted":
-            return True
-        if self._spec.mode == "danger-full-access":
-            return False
-        asking = self._outside(targets) + self._protected(targets)
-        return bool(asking) and not self._approvals.is_patch_approved(t for _, t in asking)
-
-    def _outside(self, targets: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The (path, target) pairs whose target lies outside the writable roots."""
-        roots = self._writable_roots()
-        return [(path, t) for path, t in targets if not patches.is_target_writable(t, roots)]
-
-    def _protected(self, targets: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The (path, target) pairs that would change a read-only subpath of a writable
-        root: the resolved target is judged, and the path as the patch spells it."""
-        roots = self._writable_roots()
-        return [
-            (path, target)
-            for path, target in targets
-            if protected_part(target, roots) is not None or protected_part(path, roots) is not None
-        ]
-
-    def _never_asks(self, targets: list[tuple[str, str]]) -> str:
-        """What the model is told when a patch needs the user and this session never asks."""
-        protected = self._protected(targets)
-        if protected:
-            return (
-                f"error: the patch changes {self._shown(protected)}: .git and .codexcore stay "
-                "read-only inside the writable roots (git and codexcore run commands their "
-                "config and hooks name), and this session never asks; nothing was changed"
-            )
-        return "error: the patch writes outside the writable roots and this session never asks"
-
-    async def _ask_patch(
-        self, call_id: str, changes: dict[str, FileChange], targets: list[tuple[str, str]]
-    ) -> Answer:
-        outside = self._outside(targets)
-        # A path with two targets (written, then removed) shows the one outside.
-        resolved = dict(targets) | dict(outside)
-        reasons = [self._outside_reason(outside), self._protected_reason(targets)]
-        reason = "; ".join(r for r in reasons if r) or None
-        request = ApplyPatchApprovalRequest(call_id, changes, reason, None, resolved)
-        answer = await self._ask(call_id, request)
-        if answer.decision == "approved_for_session":
-            self._approvals.approve_patch_for_session(t for _, t in targets)
-        return answer
-
-    def _outside_reason(self, outside: list[tuple[str, str]]) -> str | None:
-        """Which paths lead outside the writable roots, and where: ``link -> /etc/x``."""
-        if not outside:
-            return None
-        return "writes outside the writable roots: " + self._shown(outside)
-
-    def _protected_reason(self, targets: list[tuple[str, str]]) -> str | None:
-        protected = self._protected(targets)
-        if not protected:
-            return None
-        return (
-            f"changes {self._shown(protected)}, read-only inside the writable roots: "
-            "git and codexcore run commands that their config and hooks name"
-        )
-
-    def _shown(self, pairs: list[tuple[str, str]]) -> str:
-        """The paths as the user reads them, and where they lead: ``link -> /etc/x``."""
-        cwd = self._config.cwd
-        shown = {
-            patches.display_path(path, cwd)
-            if path == target
-            else f"{patches.display_path(path, cwd)} -> {target}": None
-            for path, target in pairs
-        }
-        return ", ".join(shown)
-
-    def _writable_roots(self) -> list[str]:
-        """Where the session may write: the cwd and the writable roots (none when read-only)."""
-        if self._spec.mode == "read-only":
-            return []
-        extra = [os.path.join(self._config.cwd, root) for root in self._spec.writable_roots]
-        return [self._config.cwd, *extra]
 
 
 async def run_exec(
@@ -580,47 +461,6 @@ def _not_runnable(item: Item) -> str:
     kind, name = item.get("type"), item.get("name")
     what = f"{kind} {name!r}" if isinstance(name, str) else str(kind)
     return f"error: {what} cannot run here; the tools are the functions {TOOL_NAMES}"
-
-
-def _denial(what: str, answer: Answer) -> str:
-    """What the model is told of a denied call: the user's own words when they gave any."""
-    if answer.reason and answer.reason.strip():
-        return f"error: the user denied this {what}: {answer.reason.strip()}"
-    return DENIED
-
-
-def _plan_patch(text: str, cwd: str) -> list[patches.FileEdit]:
-    return patches.plan_patch(patches.parse_patch(text), cwd)
-
-
-def _changes(edits: list[patches.FileEdit]) -> dict[str, FileChange]:
-    changes: dict[str, FileChange] = {}
-    for edit in edits:
-        if edit.kind == "add":
-            changes[edit.path] = AddChange(edit.new_content or "")
-        elif edit.kind == "delete":
-            changes[edit.path] = DeleteChange(edit.old_content or "")
-        else:
-            changes[edit.path] = UpdateChange(edit.unified_diff, edit.move_path)
-    return changes
-
-
-def _baselines(edits: list[patches.FileEdit]) -> list[tuple[str, str | None]]:
-    baselines: list[tuple[str, str | None]] = []
-    for edit in edits:
-        baselines.append((edit.path, edit.old_content))
-        if edit.move_path is not None:
-            baselines.append((edit.move_path, _read_or_none(edit.move_path)))
-    return baselines
-
-
-def _read_or_none(path: str) -> str | None:
-    """A move target's text before the patch; None when absent, unreadable or not a
-    regular file of at most the patch tool's limit."""
-    try:
-        return read_regular(path, MAX_PATCH_FILE_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def _status(result: ExecResult) -> ExecStatus:
