@@ -123,7 +123,7 @@ class CodexThread:
 
     @property
     def tools(self) -> ToolRegistry:
-        """The engine's function tools (:attr:`Codex.tools <codexcore.Codex.tools>`):
+        """The engine's function tools (:attr:`~codexcore.Codex.tools`):
         add and remove them from any thread; a Task offers those registered when it
         started. A tool that must run on the UI's thread takes a
         :class:`~codexcore.CallbackExecutor` (``docs/tools.md``)."""

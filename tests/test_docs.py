@@ -100,6 +100,10 @@ def test_rst_roles_become_optional_cross_references() -> None:
         '<autoref identifier="codexcore.Codex" optional><code>Codex</code></autoref>s, then:'
         "\n\n    code"
     )
+    # Sphinx's explicit title: the text before <target> shows, the target links.
+    assert rewrite(":attr:`the tools <codexcore.Codex.tools>`") == (
+        '<autoref identifier="codexcore.Codex.tools" optional><code>the tools</code></autoref>'
+    )
 
 
 RUNNABLE_PAGES = ("index.md", "quickstart.md")

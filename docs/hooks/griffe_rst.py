@@ -25,6 +25,7 @@ import griffe
 
 _ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj):`(~?)([^`]+)`")
 _LITERAL_BLOCK = re.compile(r"::\n\n")
+_EXPLICIT_TITLE = re.compile(r"(.+?)\s*<([^<>]+)>")
 
 
 class RstRoles(griffe.Extension):
@@ -58,11 +59,16 @@ def rewrite(text: str, obj: griffe.Object | None = None) -> str:
 
     def role(match: re.Match[str]) -> str:
         short, target = match.group(1), match.group(2)
+        explicit = _EXPLICIT_TITLE.fullmatch(target)  # Sphinx's "Title <target>"
+        if explicit is not None:
+            target = explicit.group(2)
         identifier = _absolute(target, package)
         if obj is not None and "." not in target:
             with contextlib.suppress(griffe.NameResolutionError):
                 identifier = obj.resolve(target)  # a bare name, in the object's scope
         title = target.rsplit(".", 1)[-1] if short else target.lstrip(".")
+        if explicit is not None:
+            title = explicit.group(1).strip()
         return f'<autoref identifier="{identifier}" optional><code>{title}</code></autoref>'
 
     text = _ROLE.sub(role, text)
