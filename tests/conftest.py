@@ -10,6 +10,7 @@ small fraction of its budget); ``ci``, which ``.ci/run`` selects with
 from __future__ import annotations
 
 import os
+from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -44,3 +45,29 @@ def _clean_environment(
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# --- the fuzz suite's summary line ------------------------------------------------------
+# Here, not in tests/fuzz/conftest.py: this conftest is loaded where the run is
+# reported (xdist's controller collects nothing, so never loads the fuzz one).
+
+FUZZ_TALLY = "fuzz_cases"  # tests/fuzz/conftest.py's TALLY
+_fuzz_tallied: dict[str, tuple[int, int]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == FUZZ_TALLY:
+            key, cases, share = cast(tuple[str, int, int], value)
+            _fuzz_tallied[key] = (cases, share)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _fuzz_tallied:
+        cases = sum(cases for cases, _ in _fuzz_tallied.values())
+        shares = sum(share for _, share in _fuzz_tallied.values())
+        profile = settings.get_current_profile_name()
+        terminalreporter.write_line(
+            f"fuzz: {cases} cases in {len(_fuzz_tallied)} tests ({profile} profile; "
+            f"their shares: {shares})"
+        )

@@ -227,3 +227,47 @@ async def test_a_command_cancelled_in_an_editor_terminal_is_told_with_its_output
     assert "command interrupted by the user" in told["output"]
     assert told["metadata"]["exit_code"] == 128 + 9  # the editor's terminal/kill
     assert client.released == ["term-1"]
+
+
+class SlowToAnswerCreate(RecordingClient):
+    """An editor that starts the command at once but answers ``terminal/create`` only
+    once the test lets it: the agent's cancel lands while it awaits that answer."""
+
+    def __init__(self) -> None:
+        super().__init__(terminal=True)
+        self.answer_create = asyncio.Event()
+
+    async def create_terminal(self, *args: Any, **kwargs: Any) -> Any:
+        created = await super().create_terminal(*args, **kwargs)
+        await self.answer_create.wait()
+        return created
+
+
+async def test_a_cancel_before_the_editor_answers_create_still_stops_and_tells(
+    tmp_path: Path,
+) -> None:
+    # Seen under load: the cancel came before the agent had terminal/create's answer;
+    # the terminal was never killed or released and the model was told "never ran".
+    script = "print('terminal says hi', flush=True); import time; time.sleep(60)"
+    model = ScriptedModel(
+        [shell_call([PY, "-c", script], call_id="c1"), text_response("It was stopped.")]
+    )
+    client = SlowToAnswerCreate()
+    async with serving(model, client, tmp_path) as (conn, _checker):
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        sid = session.session_id
+        await conn.set_session_mode(session_id=sid, mode_id="full-access")
+        running = asyncio.create_task(conn.prompt(session_id=sid, prompt=prompt_text("run")))
+        await client.wait_for(lambda: "term-1" in client.terminals)
+        terminal = client.terminals["term-1"]
+        await client.wait_for(lambda: b"terminal says hi" in terminal.output)
+        await conn.cancel(session_id=sid)
+        await asyncio.sleep(0.2)  # the agent's cancel is under way; now the answer comes
+        client.answer_create.set()
+        assert (await asyncio.wait_for(running, 20)).stop_reason == "cancelled"
+        await conn.prompt(session_id=sid, prompt=prompt_text("what happened?"))
+    told = json.loads(outputs_of(model.requests[1])["c1"])
+    assert told["output"].startswith("terminal says hi\n"), told
+    assert "command interrupted by the user" in told["output"]
+    assert client.killed == ["term-1"]
+    assert client.released == ["term-1"]

@@ -1,9 +1,12 @@
-"""The fuzz suite's case-budget check is an item of its own, run after every fuzz test,
-so a short budget is reported against itself and never against an unrelated test."""
+"""The fuzz suite's case budget: the shares add up to it, and the profile decides how
+much of each share a run spends (a test short of its part fails by its own name:
+``tests/fuzz/conftest.py``)."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,33 +14,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BUDGET_ITEM = "tests/fuzz::fuzz-case-budget"
 
 
-def _collected(*args: str) -> list[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/fuzz", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=50,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return [line for line in result.stdout.splitlines() if line.startswith("tests/")]
+def test_the_shares_add_up_to_the_budget() -> None:
+    """A ``ci`` run, in which every fuzz test must run its whole share (or fail by
+    name), runs at least the budget: the shares add up to it."""
+    for path in sorted((ROOT / "tests" / "fuzz").glob("test_*.py")):
+        importlib.import_module(f"tests.fuzz.{path.stem}")  # each @fuzz declares its share
+    from tests.fuzz import conftest as fuzz
 
-
-def test_the_budget_check_runs_last_when_every_fuzz_test_does() -> None:
-    items = _collected()
-    assert items[-1] == BUDGET_ITEM
-    assert items.count(BUDGET_ITEM) == 1
-    assert len(items) > 10
-
-
-def test_no_budget_check_when_only_some_fuzz_tests_run() -> None:
-    items = _collected("-k", "decode_event")
-    assert items
-    assert BUDGET_ITEM not in items
+    assert len(fuzz.SHARES) > 20
+    assert sum(fuzz.SHARES.values()) >= fuzz.BUDGET, fuzz.SHARES
 
 
 @pytest.mark.parametrize(
@@ -62,3 +49,30 @@ def test_the_profile_decides_the_cases(args: tuple[str, ...], expected: str) -> 
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert expected in result.stdout, result.stdout
+
+
+def test_a_fuzz_test_short_of_its_cases_fails_by_its_own_name(tmp_path: Path) -> None:
+    """Hypothesis stops early when a strategy has fewer values than the share asks
+    for: that test fails, by its own name, with its count and the profile."""
+    package = tmp_path / "fuzzcopy"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    shutil.copy(ROOT / "tests" / "fuzz" / "conftest.py", package / "conftest.py")
+    (package / "test_tiny.py").write_text(
+        "from hypothesis import given, strategies as st\n"
+        "from .conftest import fuzz\n\n"
+        "@given(st.booleans())\n@fuzz(100)\ndef test_tiny(b: bool) -> None:\n    pass\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "fuzzcopy"],
+        cwd=tmp_path,
+        # The default profile runs 2% of a share; at scale 50 that is all 100 cases.
+        env={**os.environ, "CODEXCORE_FUZZ_SCALE": "50"},
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAILED fuzzcopy/test_tiny.py::test_tiny - fuzz case budget" in result.stdout
+    assert "ran 2 of its 100 cases" in result.stdout, result.stdout

@@ -22,7 +22,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from acp import RequestError
 
@@ -56,29 +56,43 @@ class ClientTerminals:
         session = self.session
         conn = session.agent.conn
         started = time.monotonic()
-        created = await conn.create_terminal(
-            session_id=session.id,
-            command=argv[0],
-            args=list(argv[1:]),
-            cwd=cwd,
-            output_byte_limit=OUTPUT_LIMIT,
-        )
-        terminal = created.terminal_id
-        ids = {"session_id": session.id, "terminal_id": terminal}
+        created, cancelled = await self._create(argv, cwd)
+        ids = {"session_id": session.id, "terminal_id": created.terminal_id}
+        if cancelled:
+            try:
+                await _interrupted(conn, ids, started)
+            finally:
+                await _cleanup(conn.release_terminal, ids)
         try:
-            await session.show_terminal(call_id, terminal)
+            await session.show_terminal(call_id, created.terminal_id)
             timed_out = await self._wait(conn, ids, timeout_ms)
             output = await conn.terminal_output(**ids)
         except asyncio.CancelledError:
-            await _cleanup(conn.kill_terminal, ids)
-            said = await _output_after_kill(conn, ids)
-            if said is None:
-                raise
-            result = _result(said, False, started, note=f"\ncodexcore: {INTERRUPTED_NOTE}\n")
-            raise CommandInterrupted(result) from None
+            await _interrupted(conn, ids, started)
         finally:
             await _cleanup(conn.release_terminal, ids)
         return _result(output, timed_out, started)
+
+    async def _create(self, argv: tuple[str, ...], cwd: str) -> tuple[Any, bool]:
+        """The editor's new terminal, and whether the Task was cancelled meanwhile (the
+        editor may have started the command before its answer came back: it is then
+        stopped, and told, like any interrupted command)."""
+        creating = asyncio.ensure_future(
+            self.session.agent.conn.create_terminal(
+                session_id=self.session.id,
+                command=argv[0],
+                args=list(argv[1:]),
+                cwd=cwd,
+                output_byte_limit=OUTPUT_LIMIT,
+            )
+        )
+        try:
+            return await asyncio.shield(creating), False
+        except asyncio.CancelledError:
+            created = await _answer_of(creating)
+            if created is None:
+                raise
+            return created, True
 
     @staticmethod
     async def _wait(conn: Any, ids: dict[str, str], timeout_ms: int) -> bool:
@@ -90,6 +104,27 @@ class ClientTerminals:
             await conn.kill_terminal(**ids)
             return True
         return False
+
+
+async def _answer_of(request: asyncio.Future[Any]) -> Any:
+    """The editor's answer to ``request`` after all (bounded), None when it gives none."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(request), CLEANUP_TIMEOUT)
+    except (TimeoutError, RequestError, ConnectionError, asyncio.CancelledError) as exc:
+        request.cancel()
+        log.warning("no answer to a terminal request after a cancel", error=str(exc))
+        return None
+
+
+async def _interrupted(conn: Any, ids: dict[str, str], started: float) -> NoReturn:
+    """Kill the terminal and raise what its command did (``CommandInterrupted``), or the
+    bare cancellation when the editor does not say."""
+    await _cleanup(conn.kill_terminal, ids)
+    said = await _output_after_kill(conn, ids)
+    if said is None:
+        raise asyncio.CancelledError
+    result = _result(said, False, started, note=f"\ncodexcore: {INTERRUPTED_NOTE}\n")
+    raise CommandInterrupted(result) from None
 
 
 async def _cleanup(step: Callable[..., Awaitable[Any]], ids: dict[str, str]) -> None:

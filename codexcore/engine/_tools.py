@@ -422,18 +422,17 @@ async def run_exec(
             cgroup=spec.mode == "danger-full-access",
             report_interruption=True,
         )
-    await emit(
-        ExecCommandEnd(
-            call_id,
-            result.stdout,
-            result.stderr,
-            result.aggregated_output,
-            result.exit_code,
-            result.duration_ms,
-            _status(result),
-            source,
-        )
+    end = ExecCommandEnd(
+        call_id,
+        result.stdout,
+        result.stderr,
+        result.aggregated_output,
+        result.exit_code,
+        result.duration_ms,
+        _status(result),
+        source,
     )
+    await _emit_end(emit, end, result)
     return result
 
 
@@ -443,18 +442,27 @@ async def run_elsewhere(runner: CommandRunner, call: ShellCall, emit: Emit) -> E
     knows what the command did raises ``CommandInterrupted`` with it)."""
     await emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
     result = await runner(call.call_id, call.argv, call.cwd, call.timeout_ms)
-    await emit(
-        ExecCommandEnd(
-            call.call_id,
-            result.stdout,
-            result.stderr,
-            result.aggregated_output,
-            result.exit_code,
-            result.duration_ms,
-            _status(result),
-        )
+    end = ExecCommandEnd(
+        call.call_id,
+        result.stdout,
+        result.stderr,
+        result.aggregated_output,
+        result.exit_code,
+        result.duration_ms,
+        _status(result),
     )
+    await _emit_end(emit, end, result)
     return result
+
+
+async def _emit_end(emit: Emit, end: ExecCommandEnd, result: ExecResult) -> None:
+    """Send a finished command's end event. The Task cancelled while it waits to be
+    sent: the command still ran, so :class:`CommandInterrupted` carries what it did
+    (the caller sends the end and tells the model), never "it did not run"."""
+    try:
+        await emit(end)
+    except asyncio.CancelledError:
+        raise CommandInterrupted(result) from None
 
 
 def _not_runnable(item: Item) -> str:

@@ -1,6 +1,6 @@
 """The fuzz suite's case budget: each test's share, scaled by the Hypothesis profile
-and ``CODEXCORE_FUZZ_SCALE``, a tally of the cases run, and a check of the tally
-that runs as an item of its own (``tests/fuzz::fuzz-case-budget``) after the suite."""
+and ``CODEXCORE_FUZZ_SCALE``, a tally of the cases run, and a check that each test
+ran its part (reported against that test: see ``pytest_runtest_makereport``)."""
 
 from __future__ import annotations
 
@@ -38,12 +38,13 @@ def fraction() -> float:
     return PROFILE_FRACTION.get(profile(), QUICK) * SCALE
 
 
+TALLY = "fuzz_cases"  # tests/conftest.py's FUZZ_TALLY
+"""Each fuzz test's report carries ``(test, cases run, share)`` under this name, read by
+``tests/conftest.py`` for the summary line wherever the test ran."""
+
 CASES: Counter[str] = Counter()
 EXAMPLES: dict[str, int] = {}  # cases each test must run, by "module.test"
 SHARES: dict[str, int] = {}
-FAILED: set[str] = set()  # fuzz tests that failed: already reported, not short
-MODULES = {path.stem for path in Path(__file__).parent.glob("test_*.py")}
-"""The fuzz modules: the budget is checked only in a run that collected them all."""
 
 
 def fuzz(share: int) -> Callable[[F], F]:
@@ -72,59 +73,22 @@ def _key(nodeid: str) -> str:
     return f"{Path(path).stem}.{name.partition('[')[0]}"
 
 
-class BudgetCheck(pytest.Item):
-    """Every fuzz test that passed ran its cases, and a ``ci`` run ran the whole budget."""
-
-    def runtest(self) -> None:
-        if sum(SHARES.values()) < BUDGET:
-            raise BudgetShort(f"the shares add up to {sum(SHARES.values())}, under {BUDGET}")
-        short = {
-            key: f"{CASES[key]} of {EXAMPLES[key]}"
-            for key in SHARES
-            if key not in FAILED and CASES[key] < EXAMPLES[key]
-        }
-        if short:
-            raise BudgetShort(f"fuzz tests that ran fewer cases than their share: {short}")
-        ran = sum(CASES.values())
-        if fraction() >= 1 and not FAILED and ran < BUDGET:
-            raise BudgetShort(f"{ran} cases ran, under the budget of {BUDGET}")
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, BudgetShort):
-            return f"fuzz case budget ({profile()} profile): {excinfo.value}"
-        return str(super().repr_failure(excinfo))
-
-    def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, 0, "fuzz case budget"
-
-
-class BudgetShort(Exception):
-    """The fuzz suite ran fewer cases than it declares."""
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
-    """Append the budget check after everything else, when every fuzz test is selected."""
-    fuzz_items = [item for item in items if _key(item.nodeid) in SHARES]
-    selected = {_key(item.nodeid) for item in fuzz_items}
-    collected = {key.partition(".")[0] for key in SHARES}
-    if fuzz_items and collected == MODULES and selected == set(SHARES):
-        package = fuzz_items[0].parent.parent if fuzz_items[0].parent else None
-        assert package is not None
-        items.append(BudgetCheck.from_parent(package, name="fuzz-case-budget"))
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.failed and _key(report.nodeid) in SHARES:
-        FAILED.add(_key(report.nodeid))
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if CASES:
-        ran = sum(CASES.values())
-        terminalreporter.write_line(
-            f"fuzz: {ran} cases in {len(CASES)} tests ({profile()} profile: "
-            f"{fraction():g} of the {sum(SHARES.values())}-case budget)"
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A fuzz test that passed but ran fewer cases than its part of its share fails,
+    naming itself, the count and the profile (checked where it ran, so on any xdist
+    worker); its report carries its count for the summary line (``tests/conftest.py``)."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    key = _key(item.nodeid)
+    if report.when != "call" or key not in SHARES:
+        return
+    report.user_properties.append((TALLY, (key, CASES[key], SHARES[key])))
+    if report.passed and CASES[key] < EXAMPLES[key]:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"fuzz case budget ({profile()} profile): {key} ran {CASES[key]} of its "
+            f"{EXAMPLES[key]} cases"
         )
 
 
