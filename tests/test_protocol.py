@@ -285,3 +285,20 @@ def test_the_decoder_refuses_what_the_encoder_cannot_write() -> None:
     for depth in (MAX_DEPTH + 1, 300):
         with pytest.raises(p.ProtocolError, match=f"nested more than {MAX_DEPTH} levels deep"):
             p.decode_event(_mcp_event_nested(depth))
+
+
+def _user_input_with_schema_nested(depth: int) -> bytes:
+    """A ``user_input`` whose output schema makes the whole line ``depth`` levels deep."""
+    # The line's own levels: the submission, its op; the schema adds the rest.
+    schema = b"[" * (depth - 2) + b"{}" + b"]" * (depth - 2)
+    return b'{"id":"s","op":{"type":"user_input","items":[],"output_schema":' + schema + b"}}"
+
+
+def test_a_submission_too_deep_to_write_back_is_refused() -> None:
+    """The fuzz suite's find under the ci profile: an output schema nested 255+
+    levels was accepted, and writing the Submission back then failed."""
+    for depth in (MAX_DEPTH + 1, 300):
+        with pytest.raises(p.ProtocolError, match=f"nested more than {MAX_DEPTH} levels deep"):
+            p.decode_submission(_user_input_with_schema_nested(depth))
+    ok = p.decode_submission(_user_input_with_schema_nested(MAX_DEPTH - 1))
+    assert p.decode_submission(p.encode_submission(ok)) == ok

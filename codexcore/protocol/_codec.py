@@ -247,11 +247,11 @@ def _compile(shape: Shape) -> Decoder:
 
 MAX_DEPTH = 254
 """The deepest JSON the codec writes: orjson's encoder refuses containers nested
-more than 254 levels. The decoder refuses an event nested deeper, so an event it
-accepts can always be written back.
+more than 254 levels. The decoder refuses an event or a Submission nested deeper,
+so what it accepts can always be written back.
 
-Only a ``Json`` field (an MCP tool's arguments or result) can make a decoded
-event deep: everything else is bounded by the schema and ``MAX_NESTING``
+Only a ``Json`` field (an MCP tool's arguments or result, an output schema) can
+make a decoded event or Submission deep: everything else is bounded by the schema and ``MAX_NESTING``
 (64 x 3 levels). So the document's depth is measured only when one was decoded,
 and the common event pays nothing."""
 
@@ -489,10 +489,14 @@ def decode_submission(data: bytes | str | dict[str, Any]) -> Submission:
         raise ProtocolError(f"id: {problem}")
     if "op" not in value:
         raise ProtocolError("op: missing required field", sub_id)
+    _nesting.saw_json = False
     try:
         op = decode_variant(OPS, value["op"], "op")
     except ProtocolError as exc:
         raise ProtocolError(exc.message, sub_id) from None
+    # A Json field (an output schema, say) can make it deeper than the encoder writes.
+    if _nesting.saw_json and _deeper_than(value, MAX_DEPTH):
+        raise ProtocolError(f"submission: nested more than {MAX_DEPTH} levels deep", sub_id)
     return Submission(sub_id, op)
 
 
