@@ -251,9 +251,9 @@ more than 254 levels. The decoder refuses an event or a Submission nested deeper
 so what it accepts can always be written back.
 
 Only a ``Json`` field (an MCP tool's arguments or result, an output schema) can
-make a decoded event or Submission deep: everything else is bounded by the schema and ``MAX_NESTING``
-(64 x 3 levels). So the document's depth is measured only when one was decoded,
-and the common event pays nothing."""
+make a decoded event or Submission deep: everything else is bounded by the schema
+and ``MAX_NESTING`` (64 x 3 levels). So the document's depth is measured only when
+one was decoded, and the common event pays nothing."""
 
 MAX_NESTING = 64
 """How deep a record that can contain itself (an Event inside a ``session_history``
