@@ -38,7 +38,7 @@ from ._approvals import Answer, Approvals
 from ._history import Item
 from ._images import MAX_IMAGE_BYTES
 from ._mcp import duration_since
-from ._mcp_calls import model_text
+from ._mcp_calls import denied_call, model_text
 
 log = get_logger(__name__)
 
@@ -78,13 +78,7 @@ async def call_function_tool(
         if answer.decision == "approved_for_session":
             approvals.approve_mcp_tool_for_session(SERVER, tool.name)
         elif answer.decision == "denied":
-            why = (answer.reason or "").strip()
-            message = f"the user denied this call{': ' + why if why else ''}"
-            await emit(McpToolCallBegin(call_id, called))
-            await emit(
-                McpToolCallEnd(call_id, called, duration_since(time.monotonic()), {"Err": message})
-            )
-            return f"error: {message}; do not try it again the same way"
+            return await denied_call(call_id, called, answer, emit)
     await emit(McpToolCallBegin(call_id, called))
     started = time.monotonic()
     result, image = await _run(tool, args, kwargs, call_id, called, emit, started)

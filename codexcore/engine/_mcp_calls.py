@@ -20,6 +20,7 @@ from ..protocol import (
     ApprovalPolicy,
     EventMsg,
     ExecApprovalRequest,
+    McpInvocation,
     McpToolCallBegin,
     McpToolCallEnd,
 )
@@ -57,13 +58,7 @@ async def call_mcp_tool(
         if answer.decision == "approved_for_session":
             approvals.approve_mcp_tool_for_session(tool.server, tool.name)
         elif answer.decision == "denied":
-            why = (answer.reason or "").strip()
-            message = f"the user denied this call{': ' + why if why else ''}"
-            await emit(McpToolCallBegin(call_id, called))
-            await emit(
-                McpToolCallEnd(call_id, called, duration_since(time.monotonic()), {"Err": message})
-            )
-            return f"error: {message}; do not try it again the same way"
+            return await denied_call(call_id, called, answer, emit)
     await emit(McpToolCallBegin(call_id, called))
     started = time.monotonic()
     try:
@@ -107,3 +102,13 @@ def model_text(result: dict[str, Any]) -> str:
     else:
         text = orjson.dumps(content).decode()
     return f"error: the tool reported a failure: {text}" if result.get("isError") else text
+
+
+async def denied_call(call_id: str, called: McpInvocation, answer: Answer, emit: Emit) -> str:
+    """A call the user denied: shown as begun and failed (with their reason), and the
+    text the model is given instead of a result."""
+    why = (answer.reason or "").strip()
+    message = f"the user denied this call{': ' + why if why else ''}"
+    await emit(McpToolCallBegin(call_id, called))
+    await emit(McpToolCallEnd(call_id, called, duration_since(time.monotonic()), {"Err": message}))
+    return f"error: {message}; do not try it again the same way"

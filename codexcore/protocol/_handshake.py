@@ -101,7 +101,7 @@ class Welcome(Tagged):
     arrive. ``resumed`` tells an attach from a new session; ``control``
     whether this connection controls the session. ``agent_id`` names the
     session's agent (stable across restarts and resumes) and
-    ``control_messages`` what the server accepts of seed 003's control
+    ``control_messages`` what the server accepts of the ATM-style control
     messages, for a sender to gate on.
     """
 
