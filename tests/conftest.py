@@ -10,10 +10,14 @@ small fraction of its budget); ``ci``, which ``.ci/run`` selects with
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import cast
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from codexcore.testing import ScriptedResponsesServer
 
 # No example database: a run never depends on what an earlier run left behind, and
 # a failure prints its seed and a @reproduce_failure blob instead. No deadline: the
@@ -45,6 +49,26 @@ def _clean_environment(
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# --- real codexcore processes against scripted servers (tests/scripted_servers.py) ----
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty folder for a command's cwd; a module may define its own."""
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def servers() -> Iterator[list[ScriptedResponsesServer]]:
+    """The scripted model servers a test started (``serve``); stopped after it."""
+    started: list[ScriptedResponsesServer] = []
+    yield started
+    for server in started:
+        server.stop()
 
 
 # --- the fuzz suite's summary line ------------------------------------------------------

@@ -23,40 +23,15 @@ from codexcore import protocol as p
 from codexcore.engine import default_home
 from codexcore.testing import (
     Hang,
-    Responder,
-    ScriptedModel,
     ScriptedResponse,
     ScriptedResponsesServer,
     text_response,
 )
 
+from .scripted_servers import serve
 from .test_cli_sessions import _copy_as
 
 COLOR = "\033[0m"  # the reset every coloured piece ends with
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ScriptedResponsesServer]]:
-    started: list[ScriptedResponsesServer] = []
-    yield started
-    for server in started:
-        server.stop()
-
-
-def serve(
-    servers: list[ScriptedResponsesServer], *responses: Responder
-) -> tuple[ScriptedModel, ScriptedResponsesServer]:
-    model = ScriptedModel(responses)
-    server = ScriptedResponsesServer(model).start_in_thread()
-    servers.append(server)
-    return model, server
 
 
 def codexcore(

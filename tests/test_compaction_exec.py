@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,13 @@ from codexcore.engine._rollout_reader import load_session, read_records
 from codexcore.model import Usage
 from codexcore.testing import (
     Hang,
-    Responder,
-    ScriptedModel,
     ScriptedResponse,
     ScriptedResponsesServer,
     function_call_response,
     text_response,
 )
 
+from .scripted_servers import serve
 from .test_session_recovery import JsonEvents
 
 # Above 90% of gpt-5-codex's 400 000-token window: the default auto-compact limit.
@@ -49,29 +47,6 @@ def run_exec(workspace: Path, server: Any, *args: str) -> subprocess.CompletedPr
         timeout=60,
         check=False,
     )
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ScriptedResponsesServer]]:
-    started: list[ScriptedResponsesServer] = []
-    yield started
-    for server in started:
-        server.stop()
-
-
-def serve(
-    servers: list[ScriptedResponsesServer], *script: Responder
-) -> tuple[ScriptedModel, ScriptedResponsesServer]:
-    model = ScriptedModel(script)
-    servers.append(ScriptedResponsesServer(model).start_in_thread())
-    return model, servers[-1]
 
 
 def exec_argv(*args: str) -> list[str]:

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,21 +32,6 @@ from .engine_helpers import Recorder, typed_input
 from .test_engine import say
 
 WAIT = 30.0
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def servers() -> Iterator[list[ScriptedResponsesServer]]:
-    started: list[ScriptedResponsesServer] = []
-    yield started
-    for server in started:
-        server.stop()
 
 
 def exec_argv(*args: str) -> list[str]:
