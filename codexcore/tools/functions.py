@@ -296,20 +296,25 @@ class _Workers:
                 with self._lock:
                     self._released.append(threading.current_thread())
                 return
-            _run_job(*job)
+            outcome = _run_job(*job)
+            # Idle before the caller learns the result: an engine closing right after
+            # it (release_idle) must count this worker, or it lingers.
             with self._lock:
                 self._idle += 1
+            if outcome is not None:
+                _settle(job[0], job[1], *outcome)
 
 
-def _run_job(loop: Any, future: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> None:
+def _run_job(
+    loop: Any, future: Any, fn: Callable[..., Any], args: Any, kwargs: Any
+) -> tuple[Any, BaseException | None] | None:
+    """``fn``'s result or exception; None when the call was interrupted before it began."""
     if future.cancelled():
-        return  # interrupted before it started
+        return None
     try:
-        result = fn(*args, **kwargs)
+        return fn(*args, **kwargs), None
     except BaseException as exc:
-        _settle(loop, future, None, exc)
-    else:
-        _settle(loop, future, result, None)
+        return None, exc
 
 
 def _settle(loop: Any, future: Any, result: Any, exc: BaseException | None) -> None:
