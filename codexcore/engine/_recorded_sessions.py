@@ -109,7 +109,7 @@ async def resume_session(codex: Codex, sub: Submission, resuming: Resuming) -> N
     try:
         codex._session = await new_session(
             codex,
-            _for_this_ui(codex, loaded.config),
+            _for_this_engine(codex, loaded.config),
             session_id=loaded.session_id,
             history=loaded.history,
             append_to=loaded.path,
@@ -130,15 +130,19 @@ async def fork_session(codex: Codex, sub: Submission, loaded: LoadedSession) -> 
     for kind, items, response_id in loaded.history.branch():
         history.replay(kind, items, response_id)
     codex._session = await new_session(
-        codex, _for_this_ui(codex, loaded.config), history=history, forked_from=op.session_id
+        codex, _for_this_engine(codex, loaded.config), history=history, forked_from=op.session_id
     )
     await announce_session(codex, sub.id)
 
 
-def _for_this_ui(codex: Codex, recorded: SessionConfig) -> SessionConfig:
-    """The recorded configuration, but with this engine's word on whether its UI answers
-    the model's questions: that is the connected UI's ability, not the session's."""
-    return attrs.evolve(recorded, ask_user=codex._session_config().ask_user)
+def _for_this_engine(codex: Codex, recorded: SessionConfig) -> SessionConfig:
+    """The recorded configuration, but with this engine's word on where the model is
+    and whether its UI answers the model's questions: the model's address belongs to
+    the process that runs now (a local server or proxy moves between runs, as Codex
+    takes the provider from the current configuration), and answering is the
+    connected UI's ability; neither is the conversation's."""
+    now = codex._session_config()
+    return attrs.evolve(recorded, ask_user=now.ask_user, base_url=now.base_url)
 
 
 def _unwritten_events(codex: Codex, session_id: str) -> list[Event] | None:
