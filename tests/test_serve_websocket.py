@@ -129,10 +129,10 @@ async def test_a_foreign_browser_origin_is_refused(tmp_path: Path) -> None:
             with pytest.raises(InvalidStatus) as refused:
                 await WsClient.open(url, origin=origin)
             assert refused.value.response.status_code == 403, origin
-        for origin in (None, "http://localhost:5173", "http://127.0.0.1:8080", allowed):
-            ui = await WsClient.open(url, origin=origin)
+        for accepted in (None, "http://localhost:5173", "http://127.0.0.1:8080", allowed):
+            ui = await WsClient.open(url, origin=accepted)
             await ui.send(hello(token=None))
-            assert (await ui.until("welcome"))["type"] == "welcome", origin
+            assert (await ui.until("welcome"))["type"] == "welcome", accepted
             await ui.close()
 
 
