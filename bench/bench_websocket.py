@@ -31,7 +31,6 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -318,7 +317,7 @@ def report(results: dict[str, list[Any]]) -> None:
     for name, threads, echo in (
         ("stdio", stdio, fmt_us(statistics.median(results["pipe echo"]))),
         ("WebSocket", ws, fmt_us(statistics.median(results["ws echo"]))),
-        ("TCP (the socket host without WebSocket)", results["tcp"], "–"),
+        ("TCP (the socket host without WebSocket)", results["tcp"], "-"),
     ):
         wall = statistics.median(t.wall for t in threads)
         beyond = statistics.median((t.wall - t.model) / TURNS for t in threads)
