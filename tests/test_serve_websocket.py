@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from websockets.exceptions import InvalidStatus
 
-from codexcore.testing import ScriptedModel, ScriptedResponsesServer, text_response
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call, text_response
 
 from .flows import basic_flow, basic_model
 from .server_helpers import PY, ServerProcess, hello, say, server_env, sub
-from .test_serve_sockets import slow_text
+from .test_serve_sockets import FLOOD, slow_text
 from .websocket_helpers import WsClient, start_ws_server
 
 pytestmark = pytest.mark.anyio
@@ -181,3 +181,43 @@ async def test_a_client_vanishing_mid_task_leaves_the_session_to_resume(tmp_path
     assert seqs == list(range(len(seqs)))  # nothing lost, nothing twice
     deltas = first.of("agent_message_delta") + second.of("agent_message_delta")
     assert "".join(d["delta"] for d in deltas[:40]) == "abcdefghijklmnopqrstuvwxyz" * 4
+
+
+async def test_a_client_that_stops_reading_is_slowed_then_cut_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Backpressure: the library's write limit makes the writer wait; a client that reads
+    nothing for --stuck-timeout is cut, with server memory bounded."""
+    model = ScriptedModel(
+        [shell_call(FLOOD, call_id="c1"), text_response("flooded"), text_response("still here")]
+    )
+    args = ("--send-buffer-bytes", "262144", "--stuck-timeout", "1", "--replay-bytes", "1048576")
+    async with serving(model, tmp_path, *args) as (server, url):
+        # A websockets client stops reading the socket once 4 messages wait unread.
+        sleeper = await client(server, url, max_queue=4)
+        await sleeper.send(hello(token=None))
+        session_id = (await sleeper.until("welcome"))["session_id"]
+        watcher = await greeted(server, url, session_id=session_id, control=False)
+        await sleeper.send(
+            sub(
+                "cfg",
+                "configure_session",
+                cwd=str(tmp_path),
+                approval_policy="never",
+                sandbox_policy={"type": "danger-full-access"},
+            )
+        )
+        await watcher.until("session_configured")
+        baseline = server.memory_kib()
+        await sleeper.send(say("t1", "flood"))  # and never read again
+        done = await watcher.until("task_complete", id="t1", within=50)
+        await server.wait_stderr("client stuck: disconnecting")
+        peak = server.memory_kib("VmHWM")
+        back = await greeted(server, url, session_id=session_id, last_seq=done["seq"])
+        await back.send(say("t2", "more"))
+        await back.until("task_complete", id="t2")
+        await back.close()
+        sleeper.kill()
+
+    growth_mib = (peak - baseline) / 1024
+    assert growth_mib < 30, f"server memory grew by {growth_mib:.1f} MiB for 40 MiB of output"

@@ -25,7 +25,12 @@ class WsClient(LineLink):
 
     @classmethod
     async def open(
-        cls, url: str, *, token: str | None = None, origin: str | None = None
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        origin: str | None = None,
+        max_queue: int | None = 16,
     ) -> WsClient:
         headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
         connection = await connect(
@@ -33,6 +38,7 @@ class WsClient(LineLink):
             additional_headers=headers,
             origin=None if origin is None else Origin(origin),
             max_size=LINE_LIMIT,
+            max_queue=max_queue,
             compression=None,
             open_timeout=10,
         )
