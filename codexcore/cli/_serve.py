@@ -9,8 +9,12 @@ first line is a JSON-RPC object gets that dialect (--protocol forces one). Over
 TCP a JSON-RPC client opens with initialize carrying the token in
 params.auth.token.
 
---tcp and --unix serve many sessions, which clients create, attach to,
-watch and resume; both may be given at once (one set of sessions). With
+--tcp, --ws and --unix serve many sessions, which clients create, attach
+to, watch and resume; any of them may be given at once (one set of sessions).
+--ws serves WebSocket clients such as browser UIs, one line per message: on
+loopback without a token; beyond it the token is required, sent as
+Authorization: Bearer on the upgrade; browser origins other than localhost
+pages are refused unless given with --allow-origin. With
 --session-sockets every session also gets a control socket of its own,
 DIR/<session>.sock (default $CODEXCORE_HOME/sockets), speaking JSON-RPC to
 that session alone (the Ralph-style session sockets' get_status, stop, subscribe, ...). A TCP
@@ -58,6 +62,7 @@ def register(subparsers: Any) -> None:
         "  codexcore serve --unix                 # $XDG_RUNTIME_DIR/codexcore/codexcore.sock\n"
         "  codexcore serve --unix --session-sockets  # + $CODEXCORE_HOME/sockets/ID.sock\n"
         "  codexcore serve --tcp :8765 --tls-cert cert.pem --tls-key key.pem\n"
+        "  codexcore serve --ws 127.0.0.1:8766 --allow-origin https://ui.example.com\n"
         "  codexcore serve --redis redis://127.0.0.1:6379/0 --role gateway --tcp :8765\n"
         "  codexcore serve --redis redis://127.0.0.1:6379/0 --role worker",
     )
