@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -160,6 +161,29 @@ CODEX = AppServer(
 )
 
 
+def _codexcore_env(base_url: str, home: Path) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEXCORE_"))}
+    return {
+        **env,
+        "CODEXCORE_HOME": str(home),
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "sk-harness-dummy",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+CODEXCORE = AppServer(
+    name="codexcore",
+    stdio=lambda: [sys.executable, "-m", "codexcore", "app-server"],
+    ws=lambda: [sys.executable, "-m", "codexcore", "app-server", "--listen", "ws://127.0.0.1:0"],
+    env=_codexcore_env,
+    available=lambda: None,
+)
+"""``codexcore app-server``, for ``tests/test_app_server_clients.py``'s ``SERVERS`` once
+that command exists (its WebSocket face must print ``listening on ws://HOST:PORT``)."""
+
+
 @contextmanager
 def server_home() -> Iterator[Path]:
     """A home folder for a server's state, outside /tmp (Codex declines to put its
@@ -269,6 +293,7 @@ def shows(pattern: str, text: str | None) -> bool:
 
 __all__ = [
     "CODEX",
+    "CODEXCORE",
     "SDK_VERSION",
     "AppServer",
     "HarnessModel",

@@ -34,7 +34,7 @@ from .app_server_harness import (
 
 pytestmark = pytest.mark.anyio
 
-SERVERS = [CODEX]
+SERVERS = [CODEX]  # + CODEXCORE (app_server_harness) once `codexcore app-server` lands
 TRANSPORTS = ["stdio", "ws"]
 
 
