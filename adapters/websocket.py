@@ -64,7 +64,9 @@ class WebSocketServer:
         """Listen; returns the ``ws://`` URL bound. ValueError: beyond loopback, no token."""
         config = self.host.config
         door = WebSocketDoor(config.token, self._origins, config.max_line_bytes)
-        self._listener = await open_websocket(self._serve, *self._bind, door)
+        self._listener = await open_websocket(
+            self._serve, *self._bind, door, open_timeout=config.handshake_timeout
+        )
         return self._listener.url
 
     async def _serve(self, conduit: WebSocketConduit) -> None:

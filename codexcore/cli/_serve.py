@@ -367,6 +367,8 @@ async def _serve_websocket(args: argparse.Namespace, host: Any, dialects: Dialec
         host, address, port, origins=tuple(args.allow_origin), dialects=dialects
     )
     _say(f"listening on {await server.start()}")
+    if not _loopback(address):
+        _say("warning: plain WebSocket beyond this machine: the token travels in clear text")
     return server
 
 
