@@ -279,7 +279,7 @@ class ControlReceiver:
         for sender in self.config.senders:
             if sender.name != name:
                 continue
-            if credential.transport == "tcp":
+            if credential.transport in ("tcp", "websocket"):
                 given, wanted = credential.token or "", sender.token
                 if wanted and hmac.compare_digest(given.encode(), wanted.encode()):
                     return sender

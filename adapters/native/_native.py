@@ -119,7 +119,8 @@ async def serve_connection(
         if isinstance(hello, HostRefusal):
             raise hello
         attachment = await host.attach(
-            token=hello.token,
+            # A WebSocket upgrade carried the token already (Authorization: Bearer).
+            token=hello.token if credential is None or hello.token else credential.token,
             session_id=hello.session_id,
             last_seq=hello.last_seq,
             control=hello.control,

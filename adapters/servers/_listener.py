@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterable
+from typing import Protocol
 
 from codexcore._logging import get_logger
 from codexcore.adapters.host._host import SessionHost
@@ -101,8 +102,16 @@ class Listener:
             await self._server.wait_closed()
 
 
+class Stoppable(Protocol):
+    """What :func:`shutdown` stops: a :class:`Listener`, or the WebSocket face's server."""
+
+    def stop_accepting(self) -> None: ...
+
+    async def wait_closed(self, grace: float | None = None) -> None: ...
+
+
 async def shutdown(
-    host: SessionHost, listeners: Iterable[Listener], *, grace: float = 10.0
+    host: SessionHost, listeners: Iterable[Stoppable], *, grace: float = 10.0
 ) -> None:
     """Stop a server in good order.
 

@@ -3,7 +3,8 @@
 The :class:`Conduit` (a connection's bytes; over asyncio streams for TCP, TLS and Unix
 sockets: :class:`StreamConduit`) and its :class:`Lines`, NDJSON framing with a bounded
 line reader, what a connection proves about its peer (:class:`Credential`), Unix
-sockets' trust checks, taking fds 0 and 1 for stdio, and an event loop on a thread for
+sockets' trust checks, WebSocket connections as conduits and their listener
+(:func:`open_websocket`), taking fds 0 and 1 for stdio, and an event loop on a thread for
 the blocking faces. Imports nothing of the adapters above it.
 """
 
@@ -20,6 +21,13 @@ if TYPE_CHECKING:
     from ._stdio_claim import claim_stdio
     from ._streams import StreamConduit, keepalive, parse_address
     from ._unix_trust import UnsafeSocket, default_socket_path, open_unix_checked, peer_uid
+    from ._websocket import (
+        WebSocketConduit,
+        WebSocketDoor,
+        WebSocketListener,
+        open_websocket,
+        serve_websocket,
+    )
 
 # Loaded on first use: importing one private module of the package loads no other.
 _LAZY = {
@@ -41,6 +49,11 @@ _LAZY = {
     "peer_uid": "codexcore.adapters.transports._unix_trust",
     "claim_stdio": "codexcore.adapters.transports._stdio_claim",
     "LoopThread": "codexcore.adapters.transports._loop_thread",
+    "WebSocketConduit": "codexcore.adapters.transports._websocket",
+    "WebSocketDoor": "codexcore.adapters.transports._websocket",
+    "WebSocketListener": "codexcore.adapters.transports._websocket",
+    "open_websocket": "codexcore.adapters.transports._websocket",
+    "serve_websocket": "codexcore.adapters.transports._websocket",
 }
 
 __all__ = [
@@ -54,14 +67,19 @@ __all__ = [
     "LoopThread",
     "StreamConduit",
     "UnsafeSocket",
+    "WebSocketConduit",
+    "WebSocketDoor",
+    "WebSocketListener",
     "claim_stdio",
     "default_socket_path",
     "keepalive",
     "open_unix_checked",
+    "open_websocket",
     "parse_address",
     "peer_uid",
     "peer_uid_of_fd",
     "send_and_close",
+    "serve_websocket",
 ]
 
 

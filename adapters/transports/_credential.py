@@ -14,8 +14,9 @@ from codexcore.protocol._value import Value
 @attrs.frozen(repr=False, eq=False)
 class Credential(Value):
     """What a connection proved about its peer: ``transport`` (``unix``, ``stdio``,
-    ``tcp`` or ``local`` for in-process callers), the peer's ``uid`` (Unix, stdio)
-    and the ``token`` it presented in its handshake (TCP)."""
+    ``tcp``, ``websocket`` or ``local`` for in-process callers), the peer's ``uid``
+    (Unix, stdio) and the ``token`` it presented in its handshake (TCP) or as the
+    bearer token of its WebSocket upgrade."""
 
     transport: str
     uid: int | None = None

@@ -9,8 +9,12 @@ first line is a JSON-RPC object gets that dialect (--protocol forces one). Over
 TCP a JSON-RPC client opens with initialize carrying the token in
 params.auth.token.
 
---tcp and --unix serve many sessions, which clients create, attach to,
-watch and resume; both may be given at once (one set of sessions). With
+--tcp, --ws and --unix serve many sessions, which clients create, attach
+to, watch and resume; any of them may be given at once (one set of sessions).
+--ws serves WebSocket clients such as browser UIs, one line per message: on
+loopback without a token; beyond it the token is required, sent as
+Authorization: Bearer on the upgrade; browser origins other than localhost
+pages are refused unless given with --allow-origin. With
 --session-sockets every session also gets a control socket of its own,
 DIR/<session>.sock (default $CODEXCORE_HOME/sockets), speaking JSON-RPC to
 that session alone (the Ralph-style session sockets' get_status, stop, subscribe, ...). A TCP
@@ -42,7 +46,7 @@ from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 if TYPE_CHECKING:
     from ..adapters.host._host import HostConfig
     from ..adapters.servers._dialect import Dialects
-    from ..adapters.servers._listener import Listener
+    from ..adapters.servers._listener import Stoppable
     from ..adapters.session_sockets import SessionSockets
 
 
@@ -58,6 +62,7 @@ def register(subparsers: Any) -> None:
         "  codexcore serve --unix                 # $XDG_RUNTIME_DIR/codexcore/codexcore.sock\n"
         "  codexcore serve --unix --session-sockets  # + $CODEXCORE_HOME/sockets/ID.sock\n"
         "  codexcore serve --tcp :8765 --tls-cert cert.pem --tls-key key.pem\n"
+        "  codexcore serve --ws 127.0.0.1:8766 --allow-origin https://ui.example.com\n"
         "  codexcore serve --redis redis://127.0.0.1:6379/0 --role gateway --tcp :8765\n"
         "  codexcore serve --redis redis://127.0.0.1:6379/0 --role worker",
     )
@@ -65,6 +70,12 @@ def register(subparsers: Any) -> None:
     where.add_argument("--stdio", action="store_true", help="one session over stdin/stdout")
     where.add_argument(
         "--tcp", metavar="HOST:PORT", help="listen on TCP (host 127.0.0.1 if omitted)"
+    )
+    where.add_argument(
+        "--ws",
+        metavar="HOST:PORT",
+        help="listen for WebSocket clients, e.g. browser UIs (host 127.0.0.1 if omitted; "
+        "beyond loopback a token is required, as Authorization: Bearer)",
     )
     where.add_argument(
         "--unix",
@@ -90,6 +101,14 @@ def register(subparsers: Any) -> None:
         help="read the token clients must present from FILE (else $CODEXCORE_TOKEN, else a "
         "generated one is printed on stderr; a Unix-only server without either relies on "
         "the peer's uid)",
+    )
+    security.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        action="append",
+        default=[],
+        help="a browser origin allowed on --ws besides localhost pages, e.g. "
+        "https://ui.example.com (repeatable)",
     )
     dialect = parser.add_argument_group("dialect")
     dialect.add_argument(
@@ -180,8 +199,8 @@ def run(args: argparse.Namespace) -> int:
 
         return run_redis(args)
     if args.stdio:
-        if args.tcp or args.unix is not None or args.session_sockets is not None:
-            _say("--stdio serves alone: drop --tcp, --unix and --session-sockets")
+        if args.tcp or args.ws or args.unix is not None or args.session_sockets is not None:
+            _say("--stdio serves alone: drop --tcp, --ws, --unix and --session-sockets")
             return 2
         # First thing: nothing may reach the protocol stream but protocol lines.
         from ..adapters.stdio import claim_stdio
@@ -193,8 +212,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         in_fd, out_fd = claim_stdio()
         return asyncio.run(_serve_stdio(config, _dialects(args), in_fd, out_fd))
-    if not args.tcp and args.unix is None:
-        _say("say where to serve: --stdio, --tcp HOST:PORT or --unix [PATH]")
+    if not args.tcp and not args.ws and args.unix is None:
+        _say("say where to serve: --stdio, --tcp HOST:PORT, --ws HOST:PORT or --unix [PATH]")
         return 2
     if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_cert and not args.tcp):
         _say("--tls-cert and --tls-key go together, with --tcp")
@@ -261,7 +280,9 @@ def _token(args: argparse.Namespace) -> str | None:
     if token:
         return token
     if not args.tcp:
-        return None  # Unix only: the socket's mode and the peer's uid guard the door
+        # Unix: the socket's mode and the peer's uid guard the door; WebSocket without
+        # a token: loopback only (its listener refuses any other address).
+        return None
     import secrets  # every command builds this parser: keep its imports light
 
     token = secrets.token_urlsafe(32)
@@ -307,7 +328,7 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
     host = SessionHost(config)
     await host.start()
     dialects = _dialects(args)
-    listeners: list[Listener] = []
+    listeners: list[Stoppable] = []
     try:
         if args.tcp:
             address, port = parse_address(args.tcp)
@@ -319,6 +340,8 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
             _say(f"listening on {scheme} {bound[0]}:{bound[1]}")
             if ssl is None and not _loopback(address):
                 _say("warning: plain TCP beyond this machine: the token travels in clear text")
+        if args.ws:
+            listeners.append(await _serve_websocket(args, host, dialects))
         if args.unix is not None:
             unix = UnixServer(host, args.unix or None, dialects=dialects)
             listeners.append(unix)
@@ -333,6 +356,20 @@ async def _serve_sockets(args: argparse.Namespace, config: HostConfig) -> int:
     if sockets is not None:
         await sockets.aclose()
     return await release_io_threads(executor, 0, EXIT_GRACE)
+
+
+async def _serve_websocket(args: argparse.Namespace, host: Any, dialects: Dialects) -> Any:
+    from ..adapters.tcp import parse_address
+    from ..adapters.websocket import WebSocketServer
+
+    address, port = parse_address(args.ws)
+    server = WebSocketServer(
+        host, address, port, origins=tuple(args.allow_origin), dialects=dialects
+    )
+    _say(f"listening on {await server.start()}")
+    if not _loopback(address):
+        _say("warning: plain WebSocket beyond this machine: the token travels in clear text")
+    return server
 
 
 def _session_sockets(
