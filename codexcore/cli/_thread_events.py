@@ -155,19 +155,17 @@ class ThreadEvents:
         return [{"type": "item.completed", "item": done}]
 
     def _patch_begin(self, msg: PatchApplyBegin) -> list[ThreadEvent]:
-        # Codex prints a file change once, when it succeeded or failed.
-        self._open[msg.call_id] = {
-            "type": "file_change",
-            "changes": [
-                {"path": path, "kind": change.TYPE} for path, change in msg.changes.items()
-            ],
-        }
-        return []
+        changes = [{"path": path, "kind": change.TYPE} for path, change in msg.changes.items()]
+        item = self._new_item({"type": "file_change", "changes": changes, "status": "in_progress"})
+        self._open[msg.call_id] = item
+        return [{"type": "item.started", "item": item}]
 
     def _patch_end(self, msg: PatchApplyEnd) -> list[ThreadEvent]:
-        begun = self._open.pop(msg.call_id, None) or {"type": "file_change", "changes": []}
+        item = self._open.pop(msg.call_id, None)
+        if item is None:  # no begin seen: the changes are unknown
+            item = self._new_item({"type": "file_change", "changes": []})
         status = "completed" if msg.success else "failed"
-        return [self._completed({**begun, "status": status})]
+        return [{"type": "item.completed", "item": {**item, "status": status}}]
 
     def _mcp_item(self, call: McpInvocation) -> ThreadEvent:
         return self._new_item(
