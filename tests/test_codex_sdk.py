@@ -85,7 +85,8 @@ def command(script: str) -> Callable[[dict[str, Any]], ScriptedResponse]:
 def patch(body: dict[str, Any]) -> ScriptedResponse:
     """``PATCH`` through the client's apply_patch: codexcore's function tool, or Codex's
     freeform (custom) tool."""
-    tool = next((t for t in body.get("tools") or [] if t.get("name") == "apply_patch"), {})
+    tools: list[dict[str, Any]] = body.get("tools") or []
+    tool = next((t for t in tools if t.get("name") == "apply_patch"), {})
     if tool.get("type") != "custom":
         return function_call_response("apply_patch", {"input": PATCH}, call_id="call_patch")
     item = {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_patch"}
@@ -129,10 +130,11 @@ def sdk(
         if codex_home is not None:
             env["CODEX_HOME"] = str(codex_home)
             (codex_home / "config.toml").write_text(_codex_config(base_url))
-        thread = {"workingDirectory": str(workspace), "skipGitRepoCheck": True}
+        thread: dict[str, Any] = {"workingDirectory": str(workspace), "skipGitRepoCheck": True}
         thread |= {"sandboxMode": "danger-full-access", "approvalPolicy": "never"}
         thread |= {"model": "gpt-5.5"} if REAL_CODEX else {}
-        settings = {"sdkDir": str(SDK_DIR), "baseUrl": base_url, "apiKey": "sk-test"}
+        settings: dict[str, Any] = {"sdkDir": str(SDK_DIR), "baseUrl": base_url}
+        settings["apiKey"] = "sk-test"
         settings |= {"codexPath": REAL_CODEX or str(Path(sys.executable).parent / "codexcore")}
         settings |= {"env": env, "thread": thread, **config}
         done = subprocess.run(
@@ -194,21 +196,25 @@ def check_item(item: dict[str, Any]) -> None:
     if item["type"] == "file_change":
         assert item["status"] in {"in_progress", "completed", "failed"}
         for change in item["changes"]:
-            assert set(change) == {"path", "kind"} and change["kind"] in {"add", "delete", "update"}
+            assert set(change) == {"path", "kind"}
+            assert change["kind"] in {"add", "delete", "update"}
 
 
 def check_event(event: dict[str, Any]) -> None:
     """``event`` is one of Codex's thread events, with exactly its fields."""
     kind = event["type"]
     if kind == "thread.started":
-        assert set(event) == {"type", "thread_id"} and event["thread_id"], event
+        assert set(event) == {"type", "thread_id"}
+        assert event["thread_id"]
     elif kind == "turn.started":
         assert set(event) == {"type"}
     elif kind == "turn.completed":
-        assert set(event) == {"type", "usage"} and set(event["usage"]) == USAGE_FIELDS, event
+        assert set(event) == {"type", "usage"}
+        assert set(event["usage"]) == USAGE_FIELDS
         assert all(isinstance(n, int) for n in event["usage"].values())
     elif kind == "turn.failed":
-        assert set(event) == {"type", "error"} and set(event["error"]) == {"message"}
+        assert set(event) == {"type", "error"}
+        assert set(event["error"]) == {"message"}
     elif kind == "error":
         assert set(event) == {"type", "message"}
     else:

@@ -368,14 +368,17 @@ class _ExecRun:
         from ..protocol import (
             TERMINAL_EVENT_TYPES,
             ErrorEvent,
+            InputItem,
             LocalImageInput,
             TextInput,
             UserInput,
         )
 
         schema = self.args.output_schema
-        images = tuple(LocalImageInput(path) for path in self.args.images)
-        items = (TextInput(self.prompt), *images)
+        items: tuple[InputItem, ...] = (
+            TextInput(self.prompt),
+            *(LocalImageInput(path) for path in self.args.images),
+        )
         sub_id = await self.codex.submit(UserInput(items, output_schema=schema))
         async for event in self.events:
             self._print(event)
