@@ -257,7 +257,7 @@ def test_run_streamed_yields_every_event_of_a_command_and_a_patch(
     sdk: Callable[..., dict[str, Any]],
     workspace: Path,
 ) -> None:
-    model_server(command("echo hello"), patch, text_response("Both done."))
+    model_server(command("echo hello"), patch, text_response("Both done.", reasoning="Check."))
     outcome = sdk("streamed", prompt="Run echo hello, then add hello.txt.")
     events = outcome["events"]
     for event in events:
@@ -269,10 +269,12 @@ def test_run_streamed_yields_every_event_of_a_command_and_a_patch(
         "item.completed:command_execution",
         "item.started:file_change",
         "item.completed:file_change",
+        "item.completed:reasoning",
         "item.completed:agent_message",
         "turn.completed",
     ]
     assert events[0]["thread_id"] == outcome["threadId"]
+    assert events[6]["item"]["text"] == "Check."
     started, ran = events[2]["item"], events[3]["item"]
     assert started["id"] == ran["id"]
     assert (started["status"], started["exit_code"]) == ("in_progress", None)
@@ -281,7 +283,7 @@ def test_run_streamed_yields_every_event_of_a_command_and_a_patch(
     assert change["changes"] == [{"path": str(workspace / "hello.txt"), "kind": "add"}]
     assert change["status"] == "completed"
     assert (workspace / "hello.txt").read_text() == "hi there\n"
-    assert len({e["item"]["id"] for e in events if "item" in e}) == 3
+    assert len({e["item"]["id"] for e in events if "item" in e}) == 4
 
 
 def test_output_schema_constrains_the_final_response(

@@ -2,8 +2,8 @@
 
 Human output by default: streamed message text, dimmed reasoning, each command
 with its exit code and folded output, each patch as a coloured diff, a spinner
-while the model thinks, token usage at the end. ``--json`` prints the native
-events as JSONL instead. Approvals are asked at the terminal; with no terminal
+while the model thinks, token usage at the end. ``--json`` and ``--events-json``
+print JSON lines instead (below). Approvals are asked at the terminal; with no terminal
 a request that needs a person ends the Task with a clear message instead of
 hanging. Ctrl-C interrupts the running Task; a second Ctrl-C exits.
 
