@@ -324,8 +324,13 @@ CODEX_ALIASES: Final = {
     "sandbox_workspace_write.network_access": "network_access",
     "sandbox_workspace_write.writable_roots": "writable_roots",
     "model_reasoning_effort": "reasoning_effort",
+    "openai_base_url": "provider.base_url",
 }
 """The Codex CLI's ``-c`` keys that mean one of ours exactly, and which."""
+
+CODEX_FIXED: Final = {"web_search": "disabled"}
+"""The Codex CLI's ``-c`` keys for what codexcore does not have, and the one value it
+honours by not having it (the Codex SDK passes ``web_search="disabled"``)."""
 
 
 def command_line_settings(
@@ -343,6 +348,13 @@ def command_line_settings(
     for given, value in pairs:
         key = CODEX_ALIASES.get(given, given)
         shown = f"-c {given}"
+        if key in CODEX_FIXED:
+            if value != CODEX_FIXED[key]:
+                raise ConfigError(
+                    f"command line: {shown}={value!r} cannot be honoured: codexcore has no "
+                    f"{key.replace('_', ' ')} tool (only {CODEX_FIXED[key]!r} is accepted)"
+                )
+            continue
         if key.rsplit(".", 1)[-1] in _SECRET_KEYS:
             raise _refuse_secret("command line", shown)
         if key not in SETTING_KEYS:

@@ -175,13 +175,13 @@ def fault_env(base_url: str, **extra: str) -> dict[str, str]:
 async def run_exec(
     base_url: str, cwd: Path, *args: str, within: float = 30.0
 ) -> tuple[int, list[dict[str, Any]], str]:
-    """``codexcore exec --json ARGS``: (exit code, events, stderr)."""
+    """``codexcore exec --events-json ARGS``: (exit code, events, stderr)."""
     process = await asyncio.create_subprocess_exec(
         PY,
         "-m",
         "codexcore",
         "exec",
-        "--json",
+        "--events-json",
         *args,
         env=fault_env(base_url),
         cwd=cwd,

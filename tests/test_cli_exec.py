@@ -95,7 +95,7 @@ def test_json_prints_native_events(
 ) -> None:
     _, server = serve(text_response("hello"))
     stop_servers.append(server)
-    result = exec_process(server, workspace, "--json", "hi")
+    result = exec_process(server, workspace, "--events-json", "hi")
     assert result.returncode == 0, result.stderr
     events = [p.decode_event(line) for line in result.stdout.splitlines()]
     assert [e.msg.TYPE for e in events][:3] == [
@@ -137,7 +137,7 @@ def test_resume_and_fork(workspace: Path, stop_servers: list[ScriptedResponsesSe
         text_response("forked", response_id="r3"),
     )
     stop_servers.append(server)
-    first = exec_process(server, workspace, "--json", "--history-mode", "client", "one")
+    first = exec_process(server, workspace, "--events-json", "--history-mode", "client", "one")
     session_id = p.decode_event(first.stdout.splitlines()[0]).msg.session_id  # type: ignore[union-attr]
     resumed = exec_process(server, workspace, "--resume", session_id, "two")
     assert resumed.returncode == 0, resumed.stderr

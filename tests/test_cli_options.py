@@ -291,7 +291,9 @@ def test_a_wrong_c_is_a_usage_error_naming_it(pair: str, message: str, workspace
 
 def record_sessions(workspace: Path, base_url: str) -> Path:
     """One session recorded by a real exec, then copied as ``abc111`` and ``abc222``."""
-    result = codexcore("exec", "--json", "first", cwd=workspace, env={"OPENAI_BASE_URL": base_url})
+    result = codexcore(
+        "exec", "--events-json", "first", cwd=workspace, env={"OPENAI_BASE_URL": base_url}
+    )
     assert result.returncode == 0, result.stderr
     (source,) = (default_home() / "sessions").glob("*/*/*/*.jsonl")
     for session_id in ("abc111", "abc222"):
@@ -308,7 +310,9 @@ def test_a_unique_prefix_names_a_session(
     assert shown.returncode == 0, shown.stderr
     assert "> first" in shown.stdout
     env = {"OPENAI_BASE_URL": server.base_url}
-    resumed = codexcore("exec", "--json", "--resume", "abc2", "again", cwd=workspace, env=env)
+    resumed = codexcore(
+        "exec", "--events-json", "--resume", "abc2", "again", cwd=workspace, env=env
+    )
     assert resumed.returncode == 0, resumed.stderr
     configured = p.decode_event(resumed.stdout.splitlines()[0]).msg
     assert isinstance(configured, p.SessionConfigured)

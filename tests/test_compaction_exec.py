@@ -104,7 +104,7 @@ def test_sigkill_mid_compaction_resumes_the_history_from_before(
         text_response("resumed fine", response_id="r2"),
     )
     child = subprocess.Popen(
-        exec_argv("--json", "--history-mode", mode, "echo one"),
+        exec_argv("--events-json", "--history-mode", mode, "echo one"),
         stdout=subprocess.PIPE,
         cwd=workspace,
         env=env_for(server),

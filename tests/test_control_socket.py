@@ -147,13 +147,13 @@ async def call(client: Client, message: dict[str, Any]) -> Any:
 async def exec_run(
     gates: list[Gate], home: str, workspace: Path, *flags: str
 ) -> AsyncIterator[tuple[_Process, ScriptedModel]]:
-    """``codexcore exec --json --control-socket ...`` on a scripted Task; the gates'
+    """``codexcore exec --events-json --control-socket ...`` on a scripted Task; the gates'
     replies, then one reply that a stopped Task must never ask for."""
     never = shell_call(["echo", "a request after the stop"])
     model = ScriptedModel([*gates, never])
     with ScriptedResponsesServer(model) as http:
         process = _Process()
-        argv = [PY, "-m", "codexcore", "exec", "--json", "--approval-policy", "never"]
+        argv = [PY, "-m", "codexcore", "exec", "--events-json", "--approval-policy", "never"]
         argv += ["--sandbox", "danger-full-access", *flags, "fix the build"]
         env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
         await process._spawn(argv, env, workspace, stdout=asyncio.subprocess.PIPE)
@@ -462,7 +462,7 @@ async def test_a_sandboxed_command_cannot_steer_its_own_session(tmp_path: Path, 
         model = ScriptedModel([shell_call(attack), text_response("done")])
         with ScriptedResponsesServer(model) as http:
             process = _Process()
-            argv = [PY, "-m", "codexcore", "exec", "--json", "--approval-policy", "never"]
+            argv = [PY, "-m", "codexcore", "exec", "--events-json", "--approval-policy", "never"]
             argv += ["--sandbox", sandbox_flag, "--control-socket", str(path), "go"]
             env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
             await process._spawn(argv, env, tmp_path, stdout=asyncio.subprocess.PIPE)
@@ -492,7 +492,7 @@ async def test_exec_prints_the_same_events_with_a_control_socket(tmp_path: Path)
         model = ScriptedModel([shell_call(["printf", "x\\n"]), text_response("done")])
         with short_home() as home, ScriptedResponsesServer(model) as http:
             process = _Process()
-            argv = [PY, "-m", "codexcore", "exec", "--json", "--approval-policy", "never"]
+            argv = [PY, "-m", "codexcore", "exec", "--events-json", "--approval-policy", "never"]
             # The prompt first: a bare --control-socket would take it for its PATH.
             argv += ["--sandbox", "danger-full-access", "go", *flags]
             env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
@@ -551,7 +551,7 @@ async def test_a_resumed_session_s_socket_takes_the_recorded_id(tmp_path: Path) 
     with short_home() as home, ScriptedResponsesServer(model) as http:
         env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
         sockets = Path(home) / "cx" / "sockets"
-        base = [PY, "-m", "codexcore", "exec", "--json"]
+        base = [PY, "-m", "codexcore", "exec", "--events-json"]
         first = _Process()
         await first._spawn([*base, "hello"], env, tmp_path, stdout=asyncio.subprocess.PIPE)
         try:

@@ -439,7 +439,7 @@ def test_a_401_echoing_the_key_leaves_no_trace_of_it(tmp_path: Path, json_body: 
             "CODEXCORE_LOG": "debug",
         }
         result = subprocess.run(
-            [sys.executable, "-m", "codexcore", "exec", "--json", "go"],
+            [sys.executable, "-m", "codexcore", "exec", "--events-json", "go"],
             capture_output=True,
             text=True,
             cwd=work,

@@ -141,7 +141,9 @@ def test_exec_json_carries_the_answer_in_task_complete(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text(json.dumps(SCHEMA))
     model = ScriptedModel([text_response(ANSWER)])
     with ScriptedResponsesServer(model) as server:
-        result = run_exec(server, tmp_path, "--json", "--output-schema", "s.json", "how many?")
+        result = run_exec(
+            server, tmp_path, "--events-json", "--output-schema", "s.json", "how many?"
+        )
     assert result.returncode == 0, result.stderr
     last = p.decode_event(result.stdout.splitlines()[-1]).msg
     assert isinstance(last, p.TaskComplete)

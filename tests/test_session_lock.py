@@ -59,7 +59,7 @@ def run_exec(server: ScriptedResponsesServer, cwd: Path, *args: str) -> tuple[in
 
 
 def first_session(server: ScriptedResponsesServer, cwd: Path) -> str:
-    child = start_exec(server, cwd, "--json", "--history-mode", "client", "one")
+    child = start_exec(server, cwd, "--events-json", "--history-mode", "client", "one")
     out, err = child.communicate(timeout=WAIT)
     assert child.returncode == 0, err
     msg = p.decode_event(out.splitlines()[0]).msg

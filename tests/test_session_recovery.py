@@ -86,7 +86,7 @@ def run_exec(
 
 
 class JsonEvents:
-    """The ``--json`` events of a running exec, read with a deadline."""
+    """The ``--events-json`` events of a running exec, read with a deadline."""
 
     def __init__(self, child: subprocess.Popen[bytes]) -> None:
         assert child.stdout is not None
@@ -122,7 +122,7 @@ def kill_mid_command(server: ScriptedResponsesServer, cwd: Path, *args: str) -> 
     """Run exec until its command runs, SIGKILL it; the session id."""
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url}
     child = subprocess.Popen(
-        exec_argv("--json", *args, "run it"), stdout=subprocess.PIPE, cwd=cwd, env=env
+        exec_argv("--events-json", *args, "run it"), stdout=subprocess.PIPE, cwd=cwd, env=env
     )
     try:
         events = JsonEvents(child)
@@ -204,7 +204,7 @@ def test_an_interrupted_command_is_told_as_run_and_stopped_with_its_output(
     )
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url}
     child = subprocess.Popen(
-        exec_argv("--json", "--history-mode", "client", "run it"),
+        exec_argv("--events-json", "--history-mode", "client", "run it"),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         cwd=workspace,
@@ -238,7 +238,7 @@ def test_resume_cuts_off_a_torn_last_line_and_appends_whole_records(
         text_response("first answer", response_id="r1"),
         text_response("second answer", response_id="r2"),
     )
-    first = run_exec(server, workspace, "--json", "--history-mode", "client", "one")
+    first = run_exec(server, workspace, "--events-json", "--history-mode", "client", "one")
     assert first.returncode == 0, first.stderr
     session_id = p.decode_event(first.stdout.splitlines()[0]).msg.session_id  # type: ignore[union-attr]
     (path,) = rollouts()
@@ -361,7 +361,7 @@ def test_a_failed_exec_records_no_session(workspace: Path, scripted: Any) -> Non
     )
     assert listed.stdout == "no recorded sessions\n", listed.stdout + listed.stderr
     # The next run that gets an answer is recorded, with every event from its start.
-    ok = run_exec(server, workspace, "--json", "hello again")
+    ok = run_exec(server, workspace, "--events-json", "hello again")
     assert ok.returncode == 0, ok.stderr
     (path,) = rollouts()
     printed = [p.decode_event(line) for line in ok.stdout.splitlines()]
@@ -375,7 +375,7 @@ def test_a_failed_task_of_a_resumed_session_is_still_recorded(
     workspace: Path, scripted: Any
 ) -> None:
     _, server = scripted(text_response("one", response_id="r1"), http_error(401))
-    first = run_exec(server, workspace, "--json", "hi")
+    first = run_exec(server, workspace, "--events-json", "hi")
     session_id = p.decode_event(first.stdout.splitlines()[0]).msg.session_id  # type: ignore[union-attr]
     (path,) = rollouts()
     size = path.stat().st_size

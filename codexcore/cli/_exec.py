@@ -2,10 +2,20 @@
 
 Human output by default: streamed message text, dimmed reasoning, each command
 with its exit code and folded output, each patch as a coloured diff, a spinner
-while the model thinks, token usage at the end. ``--json`` prints the native
-events as JSONL instead. Approvals are asked at the terminal; with no terminal
+while the model thinks, token usage at the end. ``--json`` and ``--events-json``
+print JSON lines instead (below). Approvals are asked at the terminal; with no terminal
 a request that needs a person ends the Task with a clear message instead of
 hanging. Ctrl-C interrupts the running Task; a second Ctrl-C exits.
+
+--json (or --experimental-json) prints Codex's thread events as JSON lines, as
+``codex exec --json`` does: thread.started (its thread_id is what ``resume``
+takes), turn.started, item.started/updated/completed, turn.completed with the
+token usage, turn.failed. OpenAI's Codex SDK (@openai/codex-sdk) runs codexcore
+this way: the Codex CLI's exec options (``--config KEY=VALUE`` with TOML values,
+``--add-dir``, ``--image``, ``--skip-git-repo-check``, ``resume THREAD_ID``, the key
+in $CODEX_API_KEY) are taken as it passes them; with --json the approval policy
+is never unless the command line says otherwise. --events-json prints
+codexcore's own events (the Submission/Event protocol) instead.
 
 With no key for a provider that needs one (OpenAI's API), nothing is sent: the
 message names the variable the key is read from. When requests found no
@@ -21,7 +31,8 @@ exec exits 0). The socket is removed when exec exits.
 --output-schema FILE constrains the final answer to the JSON Schema in FILE (an
 object schema; the model's structured output, as Codex's exec --output-schema):
 the answer alone, as JSON, goes to stdout, and the rest of the human output to
-stderr. With --json the events carry it (task_complete's last_agent_message).
+stderr. With --json it is the agent_message's text; with --events-json,
+task_complete's last_agent_message.
 """
 
 from __future__ import annotations
@@ -36,10 +47,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import SUMMARIES, plain
+from ._exec_codex import add_codex_arguments, codex_usage_problem, with_codex_overrides
 
 if TYPE_CHECKING:
     from ..adapters.host._host import Attachment
     from ..config import LoadedSettings
+    from ._thread_events import ThreadEvents
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_ABORTED, EXIT_NEEDS_PERSON = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -60,7 +73,9 @@ def register(subparsers: Any) -> None:
         epilog="""examples:
   codexcore exec "why does the test in tests/test_io.py fail?"
   git diff | codexcore exec --approval-policy never --sandbox read-only
-  codexcore exec --json "list the TODOs" > events.jsonl
+  codexcore exec --json "list the TODOs" > thread-events.jsonl
+  codexcore exec --events-json "list the TODOs" > events.jsonl
+  echo "and the third?" | codexcore exec --json resume 0b6f…
   codexcore exec --resume 0b6f…  "now fix the second one"
   codexcore exec --fork 0b6f…@resp_123  "try another approach"
   codexcore exec "fix the build" --control-socket   # $CODEXCORE_HOME/sockets/<session>.sock
@@ -69,8 +84,12 @@ def register(subparsers: Any) -> None:
 exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included),
             3 aborted, 4 an approval was needed with no terminal to ask, 130 Ctrl-C""",
     )
-    parser.add_argument("prompt", nargs="?", help="the prompt (default: read stdin)")
-    parser.add_argument("--json", action="store_true", help="print events as JSON lines")
+    parser.add_argument(
+        "words",
+        nargs="*",
+        metavar="PROMPT",
+        help="the prompt (default, or -: read stdin); or resume THREAD_ID [PROMPT]",
+    )
     parser.add_argument(
         "--resume",
         metavar="SESSION",
@@ -99,6 +118,7 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         "the answer is printed alone, as JSON, on stdout",
     )
     add_settings_arguments(parser)
+    add_codex_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -109,7 +129,9 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--approval-policy", choices=("untrusted", "on-failure", "on-request", "never")
     )
-    parser.add_argument("--sandbox", choices=("read-only", "workspace-write", "danger-full-access"))
+    parser.add_argument(
+        "-s", "--sandbox", choices=("read-only", "workspace-write", "danger-full-access")
+    )
     parser.add_argument("--history-mode", choices=("server", "client"))
     parser.add_argument("-C", "--cd", metavar="DIR", type=directory, help="the working directory")
 
@@ -123,6 +145,10 @@ def directory(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = codex_usage_problem(args)
+    if problem is not None:
+        print(f"codexcore exec: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     if args.resume and args.fork:
         print("codexcore exec: --resume and --fork exclude each other", file=sys.stderr)
         return EXIT_USAGE
@@ -161,8 +187,13 @@ def run(args: argparse.Namespace) -> int:
         print("codexcore exec: no prompt (give one, or pipe it on stdin)", file=sys.stderr)
         return EXIT_USAGE
     # A person can answer only if stdin is a terminal the prompt did not come from.
-    interactive = args.prompt is not None and sys.stdin.isatty() and not args.json
+    interactive = args.prompt is not None and sys.stdin.isatty() and not machine_output(args)
     return asyncio.run(_ExecRun(args, loaded, prompt, interactive).main())
+
+
+def machine_output(args: argparse.Namespace) -> bool:
+    """Whether stdout is JSON lines (Codex's thread events or codexcore's own)."""
+    return bool(args.thread_json or args.events_json)
 
 
 def _resolve_session_ids(args: argparse.Namespace, home: str | None) -> None:
@@ -209,7 +240,8 @@ def load(args: argparse.Namespace) -> LoadedSettings:
         "sandbox_mode": args.sandbox,
         "history_mode": args.history_mode,
     }
-    loaded = load_settings(profile=args.profile, overrides=settings_overrides(args, overrides))
+    merged = with_codex_overrides(args, settings_overrides(args, overrides), os.environ)
+    loaded = load_settings(profile=args.profile, overrides=merged)
     for warning in loaded.warnings:
         print(f"codexcore: warning: {warning}", file=sys.stderr)
     return loaded
@@ -236,6 +268,11 @@ class _ExecRun:
         self.renderer = TerminalRenderer(sys.stderr if args.output_schema else sys.stdout)
         self.interrupts = 0
         self.exit_code = EXIT_ERROR
+        self.thread_events: ThreadEvents | None = None
+        if args.thread_json:
+            from ._thread_events import ThreadEvents
+
+            self.thread_events = ThreadEvents()
         self._interrupting: asyncio.Future[str] | None = None
 
     async def main(self) -> int:
@@ -288,7 +325,8 @@ class _ExecRun:
     async def _drive(self) -> None:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
-        spinner = asyncio.create_task(self.renderer.spin()) if not self.args.json else None
+        spin = not machine_output(self.args)
+        spinner = asyncio.create_task(self.renderer.spin()) if spin else None
         try:
             if await self._open_session():
                 await self._run_task()
@@ -327,16 +365,27 @@ class _ExecRun:
         return False
 
     async def _run_task(self) -> None:
-        from ..protocol import TERMINAL_EVENT_TYPES, ErrorEvent, TextInput, UserInput
+        from ..protocol import (
+            TERMINAL_EVENT_TYPES,
+            ErrorEvent,
+            InputItem,
+            LocalImageInput,
+            TextInput,
+            UserInput,
+        )
 
         schema = self.args.output_schema
-        sub_id = await self.codex.submit(UserInput((TextInput(self.prompt),), output_schema=schema))
+        items: tuple[InputItem, ...] = (
+            TextInput(self.prompt),
+            *(LocalImageInput(path) for path in self.args.images),
+        )
+        sub_id = await self.codex.submit(UserInput(items, output_schema=schema))
         async for event in self.events:
             self._print(event)
             await self._answer_if_asked(event.msg)
             if event.id == sub_id and event.msg.TYPE in TERMINAL_EVENT_TYPES:
                 self.exit_code = self._exit_code_for(event.msg)
-                if schema is not None and not self.args.json:
+                if schema is not None and not machine_output(self.args):
                     self._print_answer(event.msg)
                 if isinstance(event.msg, ErrorEvent) and event.msg.code in _WRONG_PLACE:
                     self._say_where_requests_went(event.msg.code)
@@ -382,7 +431,14 @@ class _ExecRun:
         return EXIT_ERROR
 
     def _print(self, event: Any) -> None:
-        if self.args.json:
+        if self.thread_events is not None:
+            import orjson
+
+            lines = b"".join(orjson.dumps(e) + b"\n" for e in self.thread_events.map(event.msg))
+            if lines:
+                sys.stdout.buffer.write(lines)
+                sys.stdout.buffer.flush()
+        elif self.args.events_json:
             from ..protocol import encode_event
 
             sys.stdout.buffer.write(encode_event(event) + b"\n")
