@@ -251,7 +251,9 @@ class Codex:
 
             # The ask tool is built in too, offered whenever a UI turns it on.
             builtin = [*(spec["name"] for spec in TOOLS), ASK_USER]
-            self._function_tools = ToolRegistry(builtin, self.config.mcp_servers)
+            self._function_tools = ToolRegistry(
+                builtin, self.config.mcp_servers, self._client_tools
+            )
         return self._function_tools
 
     # --- lifecycle ----------------------------------------------------------
@@ -567,6 +569,9 @@ class Codex:
     def _require_session(self) -> Session:
         assert self._session is not None, "PLAN runs this action only with a Session"
         return self._session
+
+    def _client_tools(self) -> list[str]:
+        return [spec.name for spec in self._session_config().dynamic_tools]
 
     def _session_config(self) -> SessionConfig:
         """The Session's settings, or the defaults a new one would take."""

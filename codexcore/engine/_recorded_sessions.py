@@ -137,8 +137,15 @@ async def fork_session(codex: Codex, sub: Submission, loaded: LoadedSession) -> 
 
 def _for_this_ui(codex: Codex, recorded: SessionConfig) -> SessionConfig:
     """The recorded configuration, but with this engine's word on whether its UI answers
-    the model's questions: that is the connected UI's ability, not the session's."""
-    return attrs.evolve(recorded, ask_user=codex._session_config().ask_user)
+    the model's questions and on the tools its client answers: those are the connected
+    UI's abilities, not the session's."""
+    now = codex._session_config()
+    return attrs.evolve(
+        recorded,
+        ask_user=now.ask_user,
+        dynamic_tools=now.dynamic_tools,
+        dynamic_tool_timeout_ms=now.dynamic_tool_timeout_ms,
+    )
 
 
 def _unwritten_events(codex: Codex, session_id: str) -> list[Event] | None:
