@@ -571,7 +571,10 @@ class Codex:
         return self._session
 
     def _client_tools(self) -> list[str]:
-        return [spec.name for spec in self._session_config().dynamic_tools]
+        """The names of the tools a client declared (none while ``__init__`` runs)."""
+        session = getattr(self, "_session", None)
+        config = session.config if session else self.config.session
+        return [spec.name for spec in config.dynamic_tools]
 
     def _session_config(self) -> SessionConfig:
         """The Session's settings, or the defaults a new one would take."""
