@@ -10,12 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
+from codexcore import Codex
 from codexcore import protocol as p
+from codexcore.engine._mcp_config import McpServerConfig
 from codexcore.testing import ScriptedModel, function_call_response, text_response
 
-from .engine_helpers import running_engine
+from .engine_helpers import Recorder, engine_config, running_engine
 from .flows import outputs_sent
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +28,10 @@ EDITOR = p.DynamicToolSpec(
     "The open editor's path and selection.",
     {"type": "object", "properties": {"include_text": {"type": "boolean"}}},
 )
-PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 
 
 def say(text: str) -> p.UserInput:
@@ -181,13 +187,6 @@ async def test_a_name_taken_by_a_built_in_tool_is_refused(
 async def test_names_taken_by_mcp_function_tools_or_each_other_are_refused(
     tmp_path: Path,
 ) -> None:
-    from codexcore import Codex
-    from codexcore.engine._mcp_config import McpServerConfig
-
-    from .engine_helpers import Recorder, engine_config
-
-    import attrs
-
     model = ScriptedModel([text_response("fine")])
     config = attrs.evolve(
         engine_config(tmp_path),

@@ -160,7 +160,8 @@ async def test_a_call_pending_when_its_client_leaves_is_sent_to_the_next_one(
             session_id, last_seq = first.session_id, first.last_seq
             await first.detach()
             # It saw the request: replaying from its last seq would not bring it again.
-            assert last_seq is not None and last_seq >= request.seq
+            assert last_seq is not None
+            assert last_seq >= request.seq
             options: dict[str, Any] = {"session_id": session_id}
             if replay == "from_last_seq":
                 options["last_seq"] = last_seq
@@ -184,9 +185,7 @@ async def test_a_call_nobody_answers_is_closed_with_an_error_after_the_timeout(
 ) -> None:
     asked_again = asyncio.Event()
     model = calling_model(signalling(asked_again, text_response("The editor is gone.")))
-    declared = p.ConfigureSession(
-        dynamic_tools=DECLARED.dynamic_tools, dynamic_tool_timeout_ms=300
-    )
+    declared = p.ConfigureSession(dynamic_tools=DECLARED.dynamic_tools, dynamic_tool_timeout_ms=300)
     async with ScriptedResponsesServer(model) as http:
         server = await ServerProcess.start(http.base_url, tmp_path)
         try:

@@ -11,7 +11,8 @@ and its message. The names, descriptions and schemas are
 :func:`~codexcore.function_tool`'s, read off the functions.
 
 Declaring: a ``configure_session`` or ``override_turn_context`` the program
-submits without ``dynamic_tools`` gets this client's; before the first input
+submits without ``dynamic_tools`` gets this client's (one with ``dynamic_tools``
+is the program's own declaration, sent as it is); before the first input
 (``user_input``, ``user_turn``, ``inject_input``, ``compact``) after the tools
 changed, the library submits an ``override_turn_context`` with them. A call
 sent again (after a reconnect, or to a client that attached late) runs once:
@@ -125,7 +126,10 @@ class ClientTools:
         first (or None), and ``op`` itself, given the tools where it sets them."""
         with self._lock:
             if isinstance(op, ConfigureSession | OverrideTurnContext):
-                if op.dynamic_tools is None and (self._tools or self._changed):
+                if op.dynamic_tools is not None:  # the program declares them itself
+                    self._changed = False
+                    return None, op
+                if self._tools or self._changed:
                     self._changed = False
                     return None, attrs.evolve(op, dynamic_tools=self.specs())
                 return None, op

@@ -169,6 +169,9 @@ async def call_dynamic_tool(
     text, images = output_of(response)
     result = _call_tool_result(response, text, images)
     await emit(McpToolCallEnd(call_id, called, duration_since(started), {"Ok": result}))
+    # Let the end event go out now, not once the next model request is ready: the
+    # client waits on it (measured in bench/bench_function_tools.py, remote).
+    await asyncio.sleep(0)
     if images:
         text = _attach(spec.name, images, attach, text)
     text = text if response.success else f"error: {text}"
