@@ -80,7 +80,7 @@ async def test_the_model_s_call_reaches_the_client_s_function_and_its_answer_the
 ) -> None:
     size = function_call_response("line_count", {"path": "src/app.py"}, call_id="dyn_2")
     model = calling_model(size, text_response("Lines 10-12 of 120."))
-    tools = [editor_selection, line_count]
+    tools: list[Callable[..., Any]] = [editor_selection, line_count]
     async with ScriptedResponsesServer(model) as http:
         if transport == "stdio":
             env = server_env(http.base_url)
