@@ -11,6 +11,7 @@ error when its timeout passes.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 
 from codexcore import function_tool
 from codexcore import protocol as p
-from codexcore.adapters.client import RemoteCodex
+from codexcore.adapters.client import RemoteCodex, RemoteCodexThread
 from codexcore.testing import (
     ScriptedModel,
     ScriptedResponse,
@@ -29,7 +30,7 @@ from codexcore.testing import (
 )
 
 from .flows import outputs_sent
-from .server_helpers import TOKEN, ServerProcess, server_env
+from .server_helpers import TOKEN, ServerProcess, private_dir, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -119,6 +120,50 @@ async def test_a_client_tool_that_raises_answers_with_its_error(tmp_path: Path) 
             seen = await run_task(client)
     assert isinstance(seen[-1].msg, p.TaskComplete)
     assert outputs_sent(model.requests[1])["dyn_1"] == "error: LookupError: no editor is open"
+
+
+def blocking_plugin(path: Path, ran_on: list[int]) -> list[p.Event]:
+    """A plugin without an event loop, over a Unix socket: its sync tool is added
+    after connecting and runs on a worker thread, not the plugin's nor the client's."""
+
+    def editor_selection(include_text: bool) -> str:
+        """The open editor's path and selection."""
+        ran_on.append(threading.get_ident())
+        return "src/app.py:10-12"
+
+    seen: list[p.Event] = []
+    ran_on.append(threading.get_ident())  # the plugin's own thread, first
+    with RemoteCodexThread.connect_unix(path, token=TOKEN) as codex:
+        codex.tools.add(editor_selection)
+        codex.submit(say("what did I select?"), id="t")
+        for event in codex:
+            seen.append(event)
+            if event.id == "t" and event.msg.TYPE in p.TERMINAL_EVENT_TYPES:
+                break
+    return seen
+
+
+async def test_the_blocking_face_answers_over_a_unix_socket(tmp_path: Path) -> None:
+    model = calling_model(text_response("Lines 10-12."))
+    ran_on: list[int] = []
+    with private_dir() as run:
+        async with ScriptedResponsesServer(model) as http:
+            server = await ServerProcess.start(
+                http.base_url, tmp_path, tcp=False, unix=run / "s.sock"
+            )
+            try:
+                assert server.unix is not None
+                seen = await asyncio.wait_for(
+                    asyncio.to_thread(blocking_plugin, server.unix, ran_on), WITHIN
+                )
+            finally:
+                await server.kill()
+    assert isinstance(seen[-1].msg, p.TaskComplete), seen[-1]
+    assert outputs_sent(model.requests[1])["dyn_1"] == "src/app.py:10-12"
+    assert "editor_selection" in {tool["name"] for tool in model.requests[0]["tools"]}
+    plugin, *tool = ran_on
+    assert len(tool) == 1
+    assert tool[0] not in (plugin, threading.get_ident())
 
 
 def signalling(event: asyncio.Event, reply: ScriptedResponse) -> Callable[[dict[str, Any]], Any]:
