@@ -519,7 +519,7 @@ class RemoteCodex(ControlMethods):
         return True
 
     async def _on_event(self, event: Event) -> None:
-        if self._tools is not None and isinstance(event.msg, DynamicToolCallRequest):
+        if self._tools and self.control and isinstance(event.msg, DynamicToolCallRequest):
             self._tools.offer(event.msg, self.submit)  # a resent call comes with an old seq
         if not self._see(event.seq):
             return
