@@ -262,3 +262,47 @@ async def test_a_call_nobody_answers_is_closed_with_an_error_after_the_timeout(
     # Not re-sent: the call is closed, nothing waits.
     assert not [e for e in seen if isinstance(e.msg, p.DynamicToolCallRequest)]
     assert "did not answer within 300 ms" in outputs_sent(model.requests[1])["dyn_1"]
+
+
+async def test_a_call_sent_again_while_the_function_runs_runs_once(tmp_path: Path) -> None:
+    """The client reconnects while its function runs: the server sends the waiting call
+    again (the client's replay starts after it), and the client does not run it twice."""
+    model = calling_model(text_response("Lines 10-12."))
+    release = asyncio.Event()
+    calls: list[bool] = []
+    offered: list[str] = []
+
+    async def editor_selection(include_text: bool) -> str:
+        """The open editor's path and selection."""
+        calls.append(include_text)
+        await release.wait()  # until the call has come again
+        return "src/app.py:10-12"
+
+    async with ScriptedResponsesServer(model) as http:
+        server = await ServerProcess.start(http.base_url, tmp_path)
+        try:
+            assert server.tcp is not None
+            opening = RemoteCodex.connect_tcp(*server.tcp, token=TOKEN, tools=[editor_selection])
+            async with opening as client:
+                offer = client.tools.offer
+
+                def counting(request: p.DynamicToolCallRequest, submit: Any) -> None:
+                    offered.append(request.call_id)
+                    offer(request, submit)
+                    if len(offered) == 2:
+                        release.set()
+
+                setattr(client.tools, "offer", counting)  # noqa: B010 (a spy on the method)
+                await client.submit(say("what did I select?"), id="t")
+                await until_request(client)
+                await client.reconnect()
+                async with asyncio.timeout(WITHIN):
+                    async for event in client.events():
+                        if event.id == "t" and event.msg.TYPE in p.TERMINAL_EVENT_TYPES:
+                            assert isinstance(event.msg, p.TaskComplete), event
+                            break
+        finally:
+            await server.kill()
+    assert offered == ["dyn_1", "dyn_1"]  # sent, then sent again after the reconnect
+    assert calls == [True]  # run once
+    assert outputs_sent(model.requests[1])["dyn_1"] == "src/app.py:10-12"
