@@ -239,3 +239,29 @@ async def test_override_turn_context_changes_the_tools_of_the_next_request(tmp_p
         await ui.until(p.TaskComplete, id="b")
     assert "editor_selection" not in tools_offered(model.requests[0])
     assert "editor_selection" in tools_offered(model.requests[1])
+
+
+async def test_a_resumed_session_offers_the_tools_of_the_client_that_resumes_it(
+    tmp_path: Path,
+) -> None:
+    """A client's tools are that client's: not recorded, not brought back by a resume."""
+    model = ScriptedModel([text_response("one", response_id="r1"), text_response("two")])
+    home = str(tmp_path / "home")
+    declaring = attrs.evolve(engine_config(tmp_path, dynamic_tools=(EDITOR,)), home=home)
+    async with Codex(declaring, transport=model.mock_transport()) as codex:
+        ui = Recorder(codex)
+        await ui.submit(say("first"), id="a")
+        configured = await ui.until(p.SessionConfigured)
+        await ui.until(p.TaskComplete, id="a")
+    session_id = configured.msg.session_id
+    (rollout,) = (tmp_path / "home").rglob(f"*{session_id}*.jsonl")
+    assert "editor_selection" not in rollout.read_text()
+    plain = attrs.evolve(engine_config(tmp_path), home=home)
+    async with Codex(plain, transport=model.mock_transport()) as codex:
+        ui = Recorder(codex)
+        await ui.submit(p.ResumeSession(session_id), id="r")
+        await ui.until(p.SessionConfigured, id="r")
+        await ui.submit(say("second"), id="b")
+        await ui.until(p.TaskComplete, id="b")
+    assert "editor_selection" in tools_offered(model.requests[0])
+    assert "editor_selection" not in tools_offered(model.requests[1])
