@@ -15,6 +15,15 @@
    the same 20 responses and does nothing else (httpx). Reported: wall time per
    Turn beyond the bare client's, and the process's peak RSS.
 
+3. A client's tool over a real socket (``remote``): ``codexcore serve --tcp`` in a
+   process of its own, the scripted model in another, and ``RemoteCodex`` with a
+   local tool here. Per call: from the ``dynamic_tool_call_request`` reaching the
+   UI to the call's ``mcp_tool_call_end`` reaching it (the library runs the
+   function, submits ``dynamic_tool_response``, the server's engine takes it and
+   ends the call), beside, in the same run, a bare round trip of one line to an
+   echo server in another process over TCP, and a native-protocol round trip that
+   runs no tool (a stray ``dynamic_tool_response`` and its ``error``).
+
 ``.venv/bin/python bench/bench_function_tools.py`` (``--quick`` for a smoke run);
 openai-agents comes with the ``bench`` extra.
 """
@@ -36,7 +45,7 @@ from typing import Any
 from _common import Table, fmt_bytes, fmt_ms, fmt_ratio, fmt_us, header, median, parse_args, verdict
 
 TURNS = 20
-SECTIONS = ("overhead", "agents")
+SECTIONS = ("overhead", "agents", "remote")
 ANSWER = "Done: every symbol is defined."
 
 
@@ -336,6 +345,10 @@ def main() -> None:
         bench_overhead(args.quick)
     if "agents" in args.only:
         bench_agents(args.quick)
+    if "remote" in args.only:
+        from _function_tools_remote import bench_remote
+
+        bench_remote(args.quick)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,12 @@ ANSWER_SCHEMA = {
     "additionalProperties": False,
 }
 
+EDITOR_TOOL = p.DynamicToolSpec(
+    "editor_selection",
+    "The open editor's path and selection.",
+    {"type": "object", "properties": {"include_text": {"type": "boolean"}}},
+)
+
 OPS: list[Any] = [
     p.ConfigureSession(
         model="gpt-5",
@@ -33,6 +39,8 @@ OPS: list[Any] = [
         model_supports_reasoning_summaries=False,
         reasoning_summary="concise",
         ask_user=True,
+        dynamic_tools=(EDITOR_TOOL,),
+        dynamic_tool_timeout_ms=60000,
     ),
     p.UserInput(
         (
@@ -62,6 +70,7 @@ OPS: list[Any] = [
         model="gpt-5.1-codex",
         effort="high",
         summary="none",
+        dynamic_tools=(),
     ),
     p.Interrupt(),
     p.RunUserShellCommand("git status --short", timeout_ms=30000, cwd="src"),
@@ -83,6 +92,15 @@ OPS: list[Any] = [
                 "storage": p.RequestUserInputAnswer(("SQLite (Recommended)",)),
                 "extras": p.RequestUserInputAnswer(("Search", "Export")),
             }
+        ),
+    ),
+    p.DynamicToolResponse(
+        "call_5",
+        "src/app.py, lines 10-12 selected",
+        success=True,
+        content_items=(
+            p.DynamicToolOutputText("src/app.py, lines 10-12 selected"),
+            p.DynamicToolOutputImage("data:image/png;base64,iVBORw0KGgo="),
         ),
     ),
     p.Shutdown(),
@@ -233,6 +251,7 @@ EVENT_MSGS: list[Any] = [
             ),
         ),
     ),
+    p.DynamicToolCallRequest("call_5", "editor_selection", {"include_text": True}),
     p.ShutdownComplete(),
 ]
 

@@ -115,6 +115,7 @@ ONE_OF_EACH: list[EventMsg] = [
     ErrorEvent("boom", "internal"),
     *[msg for msg in SAMPLE_EVENT_MSGS if msg.TYPE.startswith("mcp_")],
     *[msg for msg in SAMPLE_EVENT_MSGS if msg.TYPE == "request_user_input"],
+    *[msg for msg in SAMPLE_EVENT_MSGS if msg.TYPE == "dynamic_tool_call_request"],
     ShutdownComplete(),
     UserMessage("hello"),
 ]

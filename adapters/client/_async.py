@@ -18,7 +18,7 @@ import os
 import secrets
 import ssl as _ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import janus
 
@@ -29,6 +29,7 @@ from codexcore.protocol import (
     PROTOCOL_VERSION,
     Closing,
     ControlChanged,
+    DynamicToolCallRequest,
     ErrorEvent,
     Event,
     Hello,
@@ -55,6 +56,13 @@ from ._link import (
     parse_line,
 )
 from ._outbox import Outbox
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from codexcore.tools.functions import FunctionTool
+
+    from ._tools import ClientTools
 from ._types import (
     ClientOptions,
     ControlChange,
@@ -132,6 +140,7 @@ class RemoteCodex(ControlMethods):
         max_unanswered: int = 1024,
         handshake_timeout: float = 10.0,
         close_timeout: float = 10.0,
+        tools: Iterable[FunctionTool | Callable[..., Any]] = (),
     ) -> None:
         self._dial = dial
         self._token = token
@@ -157,6 +166,19 @@ class RemoteCodex(ControlMethods):
         self._ended = False  # no more events will be queued
         self._closed = False  # aclose() or detach() was called
         self._control_acks = AckWaiters()
+        self._tools: ClientTools | None = None
+        if tools:
+            self.tools.extend(tools)
+
+    @property
+    def tools(self) -> ClientTools:
+        """The local functions this client offers the model and answers the calls of
+        (``add``, ``remove``; see :mod:`~codexcore.adapters.client._tools`)."""
+        if self._tools is None:
+            from ._tools import ClientTools  # loaded by a client that offers tools
+
+            self._tools = ClientTools()
+        return self._tools
 
     # --- constructors -------------------------------------------------------------------
 
@@ -357,6 +379,10 @@ class RemoteCodex(ControlMethods):
                 "or another client took control): reconnect(take_control=True) takes it"
             )
         sub_id = self.new_id() if id is None else id
+        if self._tools is not None:
+            first, op = self._tools.declare(op)
+            if first is not None:
+                await self.submit(first)
         while len(self._outbox) >= self._max_unanswered:
             self._outbox.room.clear()
             await self._outbox.room.wait()
@@ -493,6 +519,8 @@ class RemoteCodex(ControlMethods):
         return True
 
     async def _on_event(self, event: Event) -> None:
+        if self._tools and self.control and isinstance(event.msg, DynamicToolCallRequest):
+            self._tools.offer(event.msg, self.submit)  # a resent call comes with an old seq
         if not self._see(event.seq):
             return
         msg = event.msg
@@ -540,6 +568,8 @@ class RemoteCodex(ControlMethods):
             return
         self._closed = True
         self._inbox.discard()
+        if self._tools is not None:
+            await self._tools.aclose()
         reader = self._reader
         try:
             if self._child is not None:

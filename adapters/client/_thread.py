@@ -12,7 +12,7 @@ import os
 import ssl as _ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from codexcore._logging import get_logger
 from codexcore.adapters.control._sender import SenderOptions
@@ -23,6 +23,9 @@ from codexcore.protocol import Event, Op, Welcome
 from ._async import RemoteCodex
 from ._link import DEFAULT_MAX_LINE_BYTES
 from ._types import ClientOptions, StdioOptions
+
+if TYPE_CHECKING:
+    from ._tools import ClientTools
 
 _LOGGER = "codexcore.adapters.client"  # the public module's name, as before the split
 log = get_logger(_LOGGER)
@@ -174,6 +177,13 @@ class RemoteCodexThread:
     @property
     def control(self) -> bool:
         return self._require().control
+
+    @property
+    def tools(self) -> ClientTools:
+        """The local functions this client offers the model (:attr:`RemoteCodex.tools`);
+        ``add`` and ``remove`` from any thread. Sync functions run on a worker thread,
+        async ones on the client's thread."""
+        return self._require().tools
 
     @property
     def welcome(self) -> Welcome | None:

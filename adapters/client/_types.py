@@ -8,12 +8,15 @@ can raise these errors without importing the client itself.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from typing import TypedDict
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
 from codexcore.protocol import Welcome
+
+if TYPE_CHECKING:
+    from codexcore.tools.functions import FunctionTool
 
 # --- notices: what happened to the connection, in order with the events ---------------
 
@@ -161,6 +164,7 @@ class StdioOptions(TypedDict, total=False):
     max_unanswered: int
     handshake_timeout: float
     close_timeout: float
+    tools: Iterable[FunctionTool | Callable[..., Any]]
 
 
 class ClientOptions(StdioOptions, total=False):

@@ -5,8 +5,10 @@ The host's pump reads the engine's events and hands each to
 session's replay buffer (a deque of encoded events bounded in count and
 bytes) and to the send queue of every attached connection. Publishing also
 keeps what a dialect asks of a session: the Task running now, the approval
-requests its Tasks wait on, and the engine's new session id after a resume or
-a fork (the host renames the session).
+requests its Tasks wait on, the calls of a client's tools that wait for their
+answer (:meth:`HostedSession.waiting_tool_calls`: a client that attaches is sent
+them again), and the engine's new session id after a resume or a fork (the host
+renames the session).
 
 Control: the latest attachment that asks for control gets it; the one it
 replaces is demoted and told (``control_changed``).
@@ -25,6 +27,7 @@ from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
     ApplyPatchApprovalRequest,
     ControlChanged,
+    DynamicToolCallRequest,
     Event,
     ExecApprovalRequest,
     SessionConfigured,
@@ -80,6 +83,7 @@ class HostedSession:
         "ring",
         "ring_bytes",
         "running_task",
+        "tool_calls",
         "waiting",
     )
 
@@ -98,6 +102,7 @@ class HostedSession:
         self.pump: asyncio.Task[None] | None = None  # reads the engine's events until the end
         self.waiting: dict[str, Event] = {}  # Task id -> the approval request it waits on
         self.running_task: str | None = None  # the Task whose task_started was published last
+        self.tool_calls: dict[str, tuple[str, Out]] = {}  # call_id -> (Task id, its request)
         self.observers: list[Callable[[Event], None]] = []  # see observe()
 
     @property
@@ -139,6 +144,8 @@ class HostedSession:
         if self.observers:
             for observer in tuple(self.observers):
                 observer(event)
+        if self.tool_calls or isinstance(msg, DynamicToolCallRequest):
+            self._track_tool_call(event, out)
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             self.waiting[event.id] = event
         elif event.id in self.waiting:
@@ -156,6 +163,23 @@ class HostedSession:
         that attaches after the one that was asked has gone.
         """
         return sorted(self.waiting.values(), key=lambda event: event.seq)
+
+    def _track_tool_call(self, event: Event, out: Out) -> None:
+        msg = event.msg
+        if isinstance(msg, DynamicToolCallRequest):
+            self.tool_calls[msg.call_id] = (event.id, out)
+        elif msg.TYPE == "mcp_tool_call_end":
+            self.tool_calls.pop(getattr(msg, "call_id", ""), None)  # answered, timed out, aborted
+        elif msg.TYPE in TERMINAL_EVENT_TYPES:
+            for call_id, (task, _) in list(self.tool_calls.items()):
+                if task == event.id:
+                    del self.tool_calls[call_id]
+
+    def waiting_tool_calls(self) -> list[Out]:
+        """The ``dynamic_tool_call_request`` events whose calls wait for an answer now,
+        oldest first: a client that attaches after the one that was asked has gone is
+        sent them again (the native dialect does), so no call is lost silently."""
+        return sorted((out for _, out in self.tool_calls.values()), key=lambda out: out.seq)
 
     def hand_over(self) -> None:
         """After a run of :meth:`publish`: idle transports get their frames now."""

@@ -139,6 +139,7 @@ async def serve_connection(
     credential = credential or Credential("tcp")
     if credential.transport == "tcp":  # over TCP the hello's token is the credential
         credential = attrs.evolve(credential, token=hello.token)
+    resend_tool_calls(attachment)
     await run_attachment(
         conduit,
         attachment,
@@ -147,6 +148,16 @@ async def serve_connection(
         config.stuck_timeout,
         credential=credential,
     )
+
+
+def resend_tool_calls(attachment: Attachment) -> None:
+    """Send a client that attaches the calls of client tools that wait for an answer
+    and that its replay does not bring: their ``dynamic_tool_call_request`` events
+    again, as first sent (same ``seq``), before anything else. The client that was
+    asked may have gone; this one can answer."""
+    for out in attachment.session.waiting_tool_calls():
+        if out.seq < attachment.replay_from:
+            attachment.reply(out.data)
 
 
 async def serve_stdio_session(

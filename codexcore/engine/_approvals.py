@@ -11,6 +11,7 @@ import attrs
 
 from ..protocol import (
     ApprovalPolicy,
+    DynamicToolResponse,
     RequestUserInput,
     RequestUserInputResponse,
     ReviewDecision,
@@ -137,12 +138,15 @@ class Approvals:
 
     A request is a future keyed by its call_id; ``interrupt`` drops them all,
     ``stop`` and ``checkpoint`` withdraw them. The model's questions to the user
-    (``request_user_input``) wait here the same way, beside the approvals.
+    (``request_user_input``) wait here the same way, beside the approvals, and so
+    do the calls of the client's own tools (``dynamic_tool_call_request``), which
+    ``interrupt`` drops but ``stop`` leaves running (a call, not a question).
     """
 
     def __init__(self) -> None:
         self._pending: dict[str, asyncio.Future[Answer]] = {}
         self._questions: dict[str, tuple[asyncio.Future[Reply], RequestUserInput]] = {}
+        self._tool_calls: dict[str, asyncio.Future[DynamicToolResponse]] = {}
         self._approved_commands: set[tuple[tuple[str, ...], str]] = set()
         self._approved_files: set[str] = set()
         self._approved_mcp_tools: set[tuple[str, str]] = set()
@@ -212,6 +216,25 @@ class Approvals:
         waiting[0].set_result(reply)
         return True
 
+    def expect_tool_answer(self, call_id: str) -> asyncio.Future[DynamicToolResponse]:
+        """The future a client's answer to ``call_id`` settles; made before the request
+        is sent, so an answer that comes at once finds it. :meth:`forget_tool_call`
+        once done with it."""
+        future: asyncio.Future[DynamicToolResponse] = asyncio.get_running_loop().create_future()
+        self._tool_calls[call_id] = future
+        return future
+
+    def forget_tool_call(self, call_id: str) -> None:
+        self._tool_calls.pop(call_id, None)
+
+    def answer_tool(self, response: DynamicToolResponse) -> bool:
+        """Deliver a client's answer; False when no call with its call_id is waiting."""
+        future = self._tool_calls.get(response.call_id)
+        if future is None or future.done():
+            return False
+        future.set_result(response)
+        return True
+
     def _waiting(self) -> list[tuple[str, asyncio.Future[Any]]]:
         questions = [(call_id, future) for call_id, (future, _) in self._questions.items()]
         return [*self._pending.items(), *questions]
@@ -227,7 +250,8 @@ class Approvals:
                 future.exception()
 
     def drop_pending(self) -> None:
-        for _, future in self._waiting():
+        for _, future in [*self._waiting(), *self._tool_calls.items()]:
             future.cancel()
         self._pending.clear()
         self._questions.clear()
+        self._tool_calls.clear()

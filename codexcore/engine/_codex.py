@@ -251,7 +251,9 @@ class Codex:
 
             # The ask tool is built in too, offered whenever a UI turns it on.
             builtin = [*(spec["name"] for spec in TOOLS), ASK_USER]
-            self._function_tools = ToolRegistry(builtin, self.config.mcp_servers)
+            self._function_tools = ToolRegistry(
+                builtin, self.config.mcp_servers, self._client_tools
+            )
         return self._function_tools
 
     # --- lifecycle ----------------------------------------------------------
@@ -567,6 +569,12 @@ class Codex:
     def _require_session(self) -> Session:
         assert self._session is not None, "PLAN runs this action only with a Session"
         return self._session
+
+    def _client_tools(self) -> list[str]:
+        """The names of the tools a client declared (none while ``__init__`` runs)."""
+        session = getattr(self, "_session", None)
+        config = session.config if session else self.config.session
+        return [spec.name for spec in config.dynamic_tools]
 
     def _session_config(self) -> SessionConfig:
         """The Session's settings, or the defaults a new one would take."""

@@ -12,6 +12,7 @@ from .._api_key import DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, missing_key_messag
 from ..protocol import (
     ApprovalPolicy,
     ConfigureSession,
+    DynamicToolSpec,
     HistoryMode,
     OverrideTurnContext,
     ReasoningEffort,
@@ -50,6 +51,9 @@ class SessionConfig(Value):
     model that takes reasoning options. ``ask_user`` is the UI's word that it can
     answer the model's questions: only then is the model offered the
     ``request_user_input`` tool (:mod:`codexcore.engine._ask_user`).
+    ``dynamic_tools`` are the client's own tools and ``dynamic_tool_timeout_ms``
+    how long a call of one waits for the client's answer
+    (:mod:`codexcore.engine._dynamic_tools`).
     """
 
     model: str = DEFAULT_MODEL
@@ -63,6 +67,8 @@ class SessionConfig(Value):
     base_url: str | None = None
     reasoning_summary: ReasoningSummary = "auto"
     ask_user: bool = False
+    dynamic_tools: tuple[DynamicToolSpec, ...] = ()
+    dynamic_tool_timeout_ms: int = 300_000
 
     def overlay(self, op: ConfigureSession) -> SessionConfig:
         """This configuration with every field that ``op`` sets replaced."""
@@ -105,6 +111,8 @@ class SessionConfig(Value):
             changes["reasoning_effort"] = op.effort
         if op.summary is not None:
             changes["reasoning_summary"] = op.summary
+        if isinstance(op, OverrideTurnContext) and op.dynamic_tools is not None:
+            changes["dynamic_tools"] = op.dynamic_tools
         return attrs.evolve(self, **changes)  # type: ignore[arg-type]
 
 

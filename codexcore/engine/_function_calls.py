@@ -7,10 +7,9 @@ A function tool's call is shown as an MCP tool call of the server ``codexcore``
 ARGUMENTS_JSON]``): a UI that renders and answers MCP calls renders and answers
 these unchanged, and the wire protocol gains no event.
 
-The engine's seam is :class:`~codexcore.tools.functions.FunctionTool`'s
-``bind`` and ``invoke``: a tool answered elsewhere (by a client over the wire)
-is one whose ``invoke`` sends a request and awaits the answer, as an approval is
-awaited; everything here stays as it is.
+A tool a client answers over the wire (a dynamic tool) is shown the same way,
+under the server ``client``; its call is asked of the client and awaited as an
+approval is (:mod:`._dynamic_tools`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ from any thread at any time; a Task offers (and runs) the tools registered when 
 started, so a change applies from the next Task on.
 
 A name is refused at registration, never shadowed later: a built-in tool's name,
-a name another function tool has, or a name of the form ``SERVER__...`` for a
-configured MCP server (the names its tools take: :func:`._mcp.qualified_names`).
+a name another function tool has, a name of the form ``SERVER__...`` for a
+configured MCP server (the names its tools take: :func:`._mcp.qualified_names`),
+or the name of a tool a client declared (:mod:`._dynamic_tools`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,16 @@ class ToolNameTaken(ValueError):
 class ToolRegistry:
     """The function tools of one engine (see the module). Safe to use from any thread."""
 
-    def __init__(self, builtin: Iterable[str], mcp_servers: Iterable[str]) -> None:
+    def __init__(
+        self,
+        builtin: Iterable[str],
+        mcp_servers: Iterable[str],
+        client_tools: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
+        """``client_tools`` names the tools a client declared (dynamic tools) now."""
         self._builtin = frozenset(builtin)
         self._servers = tuple(mcp_servers)
+        self._client_tools = client_tools
         self._lock = threading.Lock()
         # Replaced, never changed in place: a snapshot handed to a Task stays as it was.
         self._tools: Mapping[str, FunctionTool] = {}
@@ -111,6 +119,11 @@ class ToolRegistry:
                     f"cannot register tool {name!r}: names starting with "
                     f"'{server}{DELIMITER}' are the tools of the MCP server {server!r}"
                 )
+        if name in self._client_tools():
+            raise ToolNameTaken(
+                f"cannot register tool {name!r}: a client of the session declared a tool "
+                "of that name (dynamic_tools)"
+            )
         if name in self._tools:
             raise ToolNameTaken(
                 f"cannot register tool {name!r}: a function tool of that name is "

@@ -136,13 +136,19 @@ async def fork_session(codex: Codex, sub: Submission, loaded: LoadedSession) -> 
 
 
 def _for_this_engine(codex: Codex, recorded: SessionConfig) -> SessionConfig:
-    """The recorded configuration, but with this engine's word on where the model is
-    and whether its UI answers the model's questions: the model's address belongs to
-    the process that runs now (a local server or proxy moves between runs, as Codex
-    takes the provider from the current configuration), and answering is the
-    connected UI's ability; neither is the conversation's."""
+    """The recorded configuration, but with this engine's word on where the model is,
+    whether its UI answers the model's questions and which tools its client answers:
+    the model's address belongs to the process that runs now (a local server or proxy
+    moves between runs, as Codex takes the provider from the current configuration),
+    and the rest are the connected UI's abilities; none is the conversation's."""
     now = codex._session_config()
-    return attrs.evolve(recorded, ask_user=now.ask_user, base_url=now.base_url)
+    return attrs.evolve(
+        recorded,
+        base_url=now.base_url,
+        ask_user=now.ask_user,
+        dynamic_tools=now.dynamic_tools,
+        dynamic_tool_timeout_ms=now.dynamic_tool_timeout_ms,
+    )
 
 
 def _unwritten_events(codex: Codex, session_id: str) -> list[Event] | None:

@@ -314,6 +314,8 @@ def _make_private_dirs(directory: Path) -> None:
 def config_record(config: SessionConfig) -> dict[str, Any]:
     data = attrs.asdict(config, recurse=False)
     data["sandbox_policy"] = to_wire(config.sandbox_policy)
+    # A client's tools are that client's to answer, not the session's: never recorded.
+    del data["dynamic_tools"]
     return {"type": "config", "config": data}
 
 

@@ -38,6 +38,7 @@ from ..protocol import (
     Checkpoint,
     Compact,
     ConfigureSession,
+    DynamicToolResponse,
     ExecApproval,
     ForkSession,
     GetHistory,
@@ -62,6 +63,7 @@ from ..protocol._value import Value
 from ._session_lifecycle import configure, open_session, shutdown
 
 if TYPE_CHECKING:
+    from . import _dynamic_tools as dynamic
     from . import _listings as listings
     from . import _recorded_sessions as recorded
     from . import _task_lifecycle as tasks
@@ -145,6 +147,7 @@ class _Later:
 
 
 if not TYPE_CHECKING:  # at run time, each loads with its first call
+    dynamic = _Later("._dynamic_tools")
     listings = _Later("._listings")
     recorded = _Later("._recorded_sessions")
     shell = _Later("._user_shell")
@@ -157,6 +160,10 @@ async def prepare(codex: Codex, op: Op) -> Prepared:
     for a bad one, before anything is aborted."""
     if isinstance(op, UserInput | InjectInput):
         return await tasks.task_input(codex, op, codex._session_config().cwd)
+    if isinstance(op, ConfigureSession | OverrideTurnContext) and (
+        op.dynamic_tools is not None or getattr(op, "dynamic_tool_timeout_ms", None) is not None
+    ):
+        dynamic.check_declaration(codex, op)
     if isinstance(op, OverrideTurnContext):
         return turns.turn_settings(codex, op)
     if isinstance(op, UserTurn):
@@ -247,6 +254,8 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     },
     # user_input_answer answers the model's waiting question by call_id, as approvals do.
     **{(s, UserInputAnswer): Step(None, tasks.answer_question) for s in State},
+    # dynamic_tool_response answers a waiting call of a client's tool, by call_id.
+    **{(s, DynamicToolResponse): Step(None, dynamic.answer) for s in State},
     # recorded sessions: listing and reading never disturb a Task; switching
     # to a resumed or forked session aborts it, as reconfiguring does.
     **{(s, ListSessions): Step(None, recorded.list_sessions) for s in State},

@@ -56,6 +56,7 @@ from ._requests import TOOLS, call_output, function_output
 from ._turn_diff import TurnDiffTracker
 
 if TYPE_CHECKING:
+    from ..protocol import DynamicToolSpec
     from ..tools.functions import FunctionTool
 
 log = get_logger(__name__)
@@ -111,6 +112,7 @@ class ToolRouter:
         embedding program's function tools (``codexcore.engine._function_calls``)."""
         self._mcp = mcp
         self._functions = functions or {}
+        self._dynamic = {spec.name: spec for spec in config.dynamic_tools}
         self._config = config
         self._engine = engine
         self._approvals = approvals
@@ -127,6 +129,10 @@ class ToolRouter:
         (once their startup has settled: the first Turn waits at most that long)."""
         builtin = [*TOOLS, ask.ASK_USER_TOOL] if self._config.ask_user else list(TOOLS)
         functions = [tool.spec for tool in self._functions.values()]
+        if self._dynamic:
+            from ._dynamic_tools import specs_for_model
+
+            functions += specs_for_model(self._dynamic.values(), self._functions)
         if self._mcp is None:
             return [*builtin, *functions]
         await self._mcp.wait_started()
@@ -163,6 +169,8 @@ class ToolRouter:
                 output = await self._ask_user(call_id, item.get("arguments"))
             elif (function := self._functions.get(str(name))) is not None:
                 output = await self._function(call_id, function, item.get("arguments"))
+            elif (declared := self._dynamic.get(str(name))) is not None:
+                output = await self._client_tool(call_id, declared, item.get("arguments"))
             elif self._mcp is not None and (tool := self._mcp.lookup(str(name))) is not None:
                 output = await call_mcp_tool(
                     call_id,
@@ -185,7 +193,21 @@ class ToolRouter:
         return function_output(call_id, output)
 
     def _names(self) -> str:
-        return ", ".join([TOOL_NAMES, *self._functions])
+        return ", ".join([TOOL_NAMES, *self._functions, *self._dynamic])
+
+    async def _client_tool(self, call_id: str, spec: DynamicToolSpec, arguments: Any) -> str:
+        from ._dynamic_tools import call_dynamic_tool
+
+        return await call_dynamic_tool(
+            call_id,
+            spec,
+            arguments,
+            approvals=self._approvals,
+            emit=self._emit,
+            attach=self._attach,
+            timeout_ms=self._config.dynamic_tool_timeout_ms,
+            limit_bytes=self._engine.exec_output_limit,
+        )
 
     async def _function(self, call_id: str, tool: FunctionTool, arguments: Any) -> str:
         # Loaded with the first call of a function tool: a program without them never does.

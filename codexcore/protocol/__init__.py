@@ -26,6 +26,14 @@ from ._compaction import (
     ContextCompacted,
     ContextCompactionStarted,
 )
+from ._dynamic_tools import (
+    DynamicToolCallRequest,
+    DynamicToolOutputImage,
+    DynamicToolOutputItem,
+    DynamicToolOutputText,
+    DynamicToolResponse,
+    DynamicToolSpec,
+)
 from ._envelope import Event, Submission
 from ._events import (
     TERMINAL_EVENT_TYPES,
@@ -171,6 +179,12 @@ __all__ = [
     "ControlMessages",
     "DeleteChange",
     "Duration",
+    "DynamicToolCallRequest",
+    "DynamicToolOutputImage",
+    "DynamicToolOutputItem",
+    "DynamicToolOutputText",
+    "DynamicToolResponse",
+    "DynamicToolSpec",
     "ErrorEvent",
     "Event",
     "EventMsg",

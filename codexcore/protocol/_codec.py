@@ -30,6 +30,7 @@ from ._wire import (
     FILE_CHANGES,
     INPUT_ITEMS,
     OPS,
+    TOOL_OUTPUT_ITEMS,
     Bytes,
     Enum,
     Json,
@@ -69,7 +70,7 @@ class _Memo(dict[K, V]):
         return value
 
 
-_REGISTRIES = (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES, CONNECTION_MSGS)
+_REGISTRIES = (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES, CONNECTION_MSGS, TOOL_OUTPUT_ITEMS)
 
 
 class ProtocolError(ValueError):

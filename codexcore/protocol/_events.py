@@ -15,6 +15,7 @@ import attrs
 
 from ._ask_user import RequestUserInput
 from ._compaction import ContextCompacted, ContextCompactionStarted
+from ._dynamic_tools import DynamicToolCallRequest
 from ._mcp import (
     McpListToolsResponse,
     McpStartupComplete,
@@ -440,6 +441,7 @@ EventMsg = Annotated[
     | ViewImageToolCall
     | ListSkillsResponse
     | RequestUserInput
+    | DynamicToolCallRequest
     | ShutdownComplete,
     EVENT_MSGS,
 ]

@@ -12,6 +12,7 @@ import attrs
 
 from ._ask_user import UserInputAnswer
 from ._compaction import Compact
+from ._dynamic_tools import DynamicToolResponse, DynamicToolSpec
 from ._mcp import JsonValue, ListMcpTools
 from ._skills import ListSkills
 from ._types import (
@@ -37,7 +38,12 @@ class ConfigureSession(Tagged):
     options. ``ask_user`` true says the UI can answer the model's questions:
     the model is offered the ``request_user_input`` tool (see
     ``request_user_input``); a UI that cannot answer leaves it out (false).
-    Answered by ``session_configured``.
+    ``dynamic_tools`` are the client's own tools, offered to the model beside
+    the others and answered by the client (see ``dynamic_tool_call_request``);
+    a name another tool has is answered by ``error`` (code ``tool_name_taken``)
+    and nothing changes. ``dynamic_tool_timeout_ms`` is how long a call of one
+    waits for its answer (default 300000, five minutes) before it is closed with
+    an error output and the Task goes on. Answered by ``session_configured``.
     """
 
     model: str | None = None
@@ -51,6 +57,8 @@ class ConfigureSession(Tagged):
     model_supports_reasoning_summaries: bool | None = None
     reasoning_summary: ReasoningSummary | None = None
     ask_user: bool | None = None
+    dynamic_tools: tuple[DynamicToolSpec, ...] | None = None
+    dynamic_tool_timeout_ms: int | None = None
 
 
 @OPS.register("user_input")
@@ -109,7 +117,8 @@ class OverrideTurnContext(Tagged):
     nothing changes. A change of ``cwd`` or a policy reaches the model as a short
     ``<environment_context>`` update with its next request. Success sends no
     event (as in Codex); with no Session yet, one is created with these
-    settings and announced by ``session_configured``.
+    settings and announced by ``session_configured``. ``dynamic_tools`` replaces
+    the client's tools (see ``configure_session``; ``[]`` withdraws them all).
     """
 
     cwd: str | None = None
@@ -118,6 +127,7 @@ class OverrideTurnContext(Tagged):
     model: str | None = None
     effort: ReasoningEffort | None = None
     summary: ReasoningSummary | None = None
+    dynamic_tools: tuple[DynamicToolSpec, ...] | None = None
 
 
 @OPS.register("inject_input")
@@ -295,6 +305,7 @@ Op = Annotated[
     | Compact
     | ListMcpTools
     | ListSkills
-    | UserInputAnswer,
+    | UserInputAnswer
+    | DynamicToolResponse,
     OPS,
 ]

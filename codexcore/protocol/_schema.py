@@ -15,6 +15,7 @@ from ._wire import (
     FILE_CHANGES,
     INPUT_ITEMS,
     OPS,
+    TOOL_OUTPUT_ITEMS,
     Bytes,
     Enum,
     Json,
@@ -36,7 +37,14 @@ def protocol_schema() -> dict[str, Any]:
     builder = _Builder()
     builder.record(Submission)
     builder.record(Event)
-    for registry in (OPS, EVENT_MSGS, INPUT_ITEMS, FILE_CHANGES, CONNECTION_MSGS):
+    for registry in (
+        OPS,
+        EVENT_MSGS,
+        INPUT_ITEMS,
+        FILE_CHANGES,
+        CONNECTION_MSGS,
+        TOOL_OUTPUT_ITEMS,
+    ):
         builder.union(registry)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -61,6 +61,7 @@ EVENT_MSGS = Registry("EventMsg")
 INPUT_ITEMS = Registry("InputItem")
 FILE_CHANGES = Registry("FileChange")
 CONNECTION_MSGS = Registry("ConnectionMsg")
+TOOL_OUTPUT_ITEMS = Registry("DynamicToolOutputItem")
 
 
 # --- shapes -----------------------------------------------------------------

@@ -50,6 +50,13 @@ UNIONS = (
     ),
     ("InputItem", "Input items", "input", None, "the `items` of `user_input` and `inject_input`"),
     ("FileChange", "File changes", "change", None, "the values of a patch's `changes`"),
+    (
+        "DynamicToolOutputItem",
+        "Tool output items",
+        "tool-output",
+        None,
+        "the `content_items` of `dynamic_tool_response`",
+    ),
 )
 ENVELOPES = ("Submission", "Event")
 

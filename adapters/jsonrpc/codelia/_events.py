@@ -498,6 +498,8 @@ NOT_SENT: Mapping[str, str] = {
     "mcp_list_tools_response": "answers mcp.list's list_mcp_tools: becomes that method's result",
     "request_user_input": "never emitted here: this dialect does not turn ask_user on (yet), "
     "so the model is not offered the tool",
+    "dynamic_tool_call_request": "never emitted here: Codelia's runtime protocol has no way "
+    "for a UI to declare tools, so the session has none (docs/tools.md)",
 }
 """EventMsg types no Codelia UI is sent (a client that asked for codexcore events gets them)."""
 
