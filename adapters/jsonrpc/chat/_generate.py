@@ -196,6 +196,9 @@ class CodeJob(Job):
         if so_far:
             into.append(self._line(request_id, so_far, done=False))
 
+    def left(self, request_id: Id) -> None:
+        self.indexes.pop(request_id, None)
+
     def end(self, msg: EventMsg, into: list[bytes]) -> None:
         rest = ""
         if isinstance(msg, TaskComplete) and self.question is None:

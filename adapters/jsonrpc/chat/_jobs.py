@@ -116,6 +116,9 @@ class Job:
     def joined(self, request_id: Id, into: list[bytes]) -> None:
         """``request_id`` joins: add what it missed of the stream."""
 
+    def left(self, request_id: Id) -> None:
+        """``request_id`` was cancelled: nothing more is streamed to it."""
+
     def asked(self, request: RequestUserInput) -> None:
         """The model asked the user (``ask_user`` jobs): remember it for :meth:`answer`."""
 
@@ -183,6 +186,7 @@ class Jobs:
         """``request_id`` no longer waits (cancelled): the job ends when nobody does."""
         if request_id in job.requests:
             job.requests.remove(request_id)
+            job.left(request_id)
         if job.requests or job.future.done():
             return
         job.abandoned = True
@@ -292,7 +296,7 @@ class Jobs:
             await self._send(job, lines)
 
     async def _send(self, job: Job, lines: list[bytes]) -> None:
-        if lines and not job.quiet:
+        if lines and not job.quiet and not job.abandoned:
             await self.ctx.send_lines(lines)
 
     async def _event(self, job: Job, msg: EventMsg) -> None:
@@ -301,7 +305,7 @@ class Jobs:
             job.message(msg.message, lines)
         elif isinstance(msg, TERMINAL):
             self.current = None  # nothing more of this Task is streamed
-            job.end(msg, lines)  # before the answer
+            job.end(msg, lines)  # before the answer (unless nobody waits for it)
             job.inbox.put_nowait(msg)
         else:  # an approval request, a question
             job.inbox.put_nowait(msg)
