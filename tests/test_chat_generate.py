@@ -45,7 +45,8 @@ SPEC = {
 CODE = (
     'import React from "react";\n\n'
     "export function PetList({ pets }) {\n"
-    '\treturn <ul className="pets">{pets.map((p) => <li key={p.id}>{p.name} \\ é 漢 🙂</li>)}</ul>;\n'
+    '\treturn <ul className="pets">{pets.map((p) => <li key={p.id}>{p.name}</li>)}</ul>;\n'
+    '// a \\ backslash, a "quote", \u00e9 漢 🙂 and a \x01 control character\n'
     "}\n"
 )
 GENERATED = {"code": CODE, "componentCount": 2, "description": "A list and a detail view"}
@@ -91,7 +92,8 @@ async def serve(
 async def answer_of(ui: StdioServer, rid: Any) -> dict[str, Any]:
     """The response to ``rid``; fails on any chunk before it."""
     message = await ui.recv()
-    assert message is not None and message.get("id") == rid, (message, ui.context())
+    assert message is not None, ui.context()
+    assert message.get("id") == rid, message
     return message
 
 
@@ -234,7 +236,8 @@ async def test_the_model_asking_the_user_ends_the_task_with_the_clarify_result(
         # The question was withdrawn (the Task ended cleanly, after its Turn), and the
         # next request went on with the same conversation.
         output = [i for i in model.requests[1]["input"] if i["type"] == "function_call_output"]
-        assert output and "not asked" in output[0]["output"]
+        assert output
+        assert "not asked" in output[0]["output"]
         await ui.send(chat(5, "thanks"))
         assert (await read_chat(ui, 5)).response["result"]["message"] == "Sure."
         assert "request_user_input" not in tools_of(model.requests[2])
@@ -335,7 +338,8 @@ async def test_the_prompt_file_can_be_replaced(tmp_path: Path) -> None:
         error = (await answer_of(ui, 3))["error"]
         assert error["code"] == -32001
         assert error["data"] == {"code": "bad_prompt_file"}
-        assert str(prompts) in error["message"] and "$nothing" in error["message"]
+        assert str(prompts) in error["message"]
+        assert "$nothing" in error["message"]
         await ui.wait_stderr("prompt file unusable")
 
 
@@ -354,7 +358,8 @@ async def test_a_retried_request_joins_the_running_one(tmp_path: Path) -> None:
     async with serve(tmp_path, responses) as (ui, model):
         await ui.send(generate(2))
         first = await ui.recv()
-        assert first is not None and first["params"]["requestId"] == 2
+        assert first is not None
+        assert first["params"]["requestId"] == 2
         await ui.send(generate(3))  # the same params: the app's retry after its timeout
         chunks: dict[int, list[dict[str, Any]]] = {2: [first["params"]], 3: []}
         answers = {}
@@ -390,7 +395,8 @@ async def test_cancel_request_interrupts_the_running_task_and_drops_a_queued_one
     async with serve(tmp_path, responses) as (ui, model):
         await ui.send(generate(2))
         first = await ui.recv()
-        assert first is not None and first["params"]["requestId"] == 2
+        assert first is not None
+        assert first["params"]["requestId"] == 2
         await ui.send(chat(3, "queued behind it"))
         await ui.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 3}})
         assert (await past_chunks(ui, 2))["error"] == {
