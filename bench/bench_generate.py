@@ -48,7 +48,8 @@ class Client:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self.proc = proc
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         self.stdin, self.stdout = proc.stdin, proc.stdout
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -62,7 +63,9 @@ class Client:
         message: dict[str, Any] = orjson.loads(line)
         return message
 
-    async def request(self, rid: int, method: str, params: dict[str, Any]) -> tuple[float, float, int]:
+    async def request(
+        self, rid: int, method: str, params: dict[str, Any]
+    ) -> tuple[float, float, int]:
         """Send one request; (time to first chunk, chunks/s, chunks) once it is answered."""
         t0 = time.perf_counter()
         await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
@@ -103,7 +106,8 @@ async def run(n: int, size: int, rounds: int) -> dict[str, list[tuple[float, flo
         )
         client = Client(proc)
         try:
-            init = {"clientName": "bench", "clientVersion": "0", "capabilities": {"streaming": True}}
+            caps = {"streaming": True}
+            init = {"clientName": "bench", "clientVersion": "0", "capabilities": caps}
             await client.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
             await client.recv()
             generate = {"spec": SPEC, "format": "react", "theme": "light", "options": {}}

@@ -139,7 +139,8 @@ async def test_generate_streams_the_code_as_written_then_answers_the_result(
 
 
 async def test_a_client_that_takes_no_stream_gets_only_the_answers(tmp_path: Path) -> None:
-    quiet = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": {"streaming": False}}}
+    params: dict[str, Any] = INITIALIZE["params"]
+    quiet = {**INITIALIZE, "params": {**params, "capabilities": {"streaming": False}}}
     responses = [answer(GENERATED), text_response("Plain answer.", chunks=4)]
     async with serve(tmp_path, responses) as (ui, _):
         await ui.send(quiet)
@@ -362,7 +363,7 @@ async def test_a_retried_request_joins_the_running_one(tmp_path: Path) -> None:
         assert first["params"]["requestId"] == 2
         await ui.send(generate(3))  # the same params: the app's retry after its timeout
         chunks: dict[int, list[dict[str, Any]]] = {2: [first["params"]], 3: []}
-        answers = {}
+        answers: dict[int, dict[str, Any]] = {}
         while len(answers) < 2:
             message = await ui.recv()
             assert message is not None, ui.context()

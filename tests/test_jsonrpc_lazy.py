@@ -123,7 +123,7 @@ def test_each_standard_group_declares_exactly_what_its_module_registers() -> Non
         assert all(table.get(name) is not None for name in group.methods)
     everything = loaded_table()
     assert everything.names == standard_methods().names
-    assert everything.unbounded == standard_methods().unbounded == {"exit"}
+    assert everything.unbounded == standard_methods().unbounded == {"exit", "$/cancelRequest"}
     assert everything.server_capabilities() == standard_methods().server_capabilities()
 
 

@@ -42,7 +42,7 @@ from .server_helpers import PY, ServerProcess, StdioServer, server_env
 pytestmark = pytest.mark.anyio
 
 # Seed 001's examples, as written.
-INITIALIZE = {
+INITIALIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",

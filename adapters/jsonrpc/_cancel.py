@@ -15,7 +15,6 @@ import attrs
 from codexcore._logging import get_logger
 
 from ._errors import REQUEST_CANCELLED
-from ._machine import INVALID_PARAMS, RpcError
 from ._methods import MethodTable
 from ._server import RpcContext
 
@@ -32,9 +31,8 @@ class CancelParams:
 async def cancel_request(ctx: RpcContext, params: CancelParams) -> bool:
     """``$/cancelRequest`` (as in LSP): the named request, if it still runs, is cancelled
     and answered -32800; the result (when sent as a request) says whether it ran."""
-    if isinstance(params.id, bool) or not isinstance(params.id, int | float | str):
-        raise RpcError(INVALID_PARAMS, "Invalid params: params.id: expected a request's id")
-    cancelled = ctx.cancel(params.id)
+    valid = isinstance(params.id, int | float | str) and not isinstance(params.id, bool)
+    cancelled = valid and ctx.cancel(params.id)  # no request has another kind of id
     log.info("cancel request", request=str(params.id), running=cancelled)
     return cancelled
 

@@ -33,12 +33,12 @@ from ..server_helpers import PY, StdioServer
 
 pytestmark = pytest.mark.anyio
 
-SPEC = {"title": "Users API", "endpoints": [{"method": "GET", "path": "/users"}]}
+SPEC: dict[str, Any] = {"title": "Users API", "endpoints": [{"method": "GET", "path": "/users"}]}
 """Stands for the document's ``/* NormalizedSpec object */``."""
 
 # --- the document's examples, as written --------------------------------------------------------
 
-INITIALIZE = {
+INITIALIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
@@ -48,7 +48,7 @@ INITIALIZE = {
         "capabilities": {"streaming": True, "specFormats": ["openapi3", "swagger2", "graphql"]},
     },
 }
-INITIALIZE_ANSWER = {
+INITIALIZE_ANSWER: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "result": {
@@ -57,7 +57,7 @@ INITIALIZE_ANSWER = {
         "capabilities": {"codeGeneration": True, "customization": True, "streaming": True},
     },
 }
-GENERATE = {
+GENERATE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 2,
     "method": "generate",
@@ -68,7 +68,7 @@ GENERATE = {
         "options": {"layout": "default", "includeAuth": True, "pagination": True},
     },
 }
-GENERATE_ANSWER = {
+GENERATE_ANSWER: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 2,
     "result": {
@@ -77,7 +77,7 @@ GENERATE_ANSWER = {
         "description": "Generated interface with 8 endpoints, data tables, and detail views",
     },
 }
-CUSTOMIZE = {
+CUSTOMIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 3,
     "method": "customize",
@@ -91,7 +91,7 @@ CUSTOMIZE = {
         ],
     },
 }
-CUSTOMIZE_ANSWER = {
+CUSTOMIZE_ANSWER: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 3,
     "result": {
@@ -103,7 +103,7 @@ CUSTOMIZE_ANSWER = {
         "clarificationNeeded": False,
     },
 }
-CLARIFY_ANSWER = {
+CLARIFY_ANSWER: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 3,
     "result": {
@@ -116,7 +116,7 @@ CLARIFY_ANSWER = {
         "options": ["Users table", "Orders table", "Both tables"],
     },
 }
-CHAT = {
+CHAT: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 4,
     "method": "chat",
@@ -125,7 +125,7 @@ CHAT = {
         "context": {"tabId": "tab-1", "hasActiveSpec": True, "hasActiveInterface": True},
     },
 }
-CHAT_ANSWER = {
+CHAT_ANSWER: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 4,
     "result": {
@@ -136,7 +136,7 @@ CHAT_ANSWER = {
         "suggestions": ["Upload a spec file", "Paste a URL", "Paste spec content"],
     },
 }
-EXIT = {"jsonrpc": "2.0", "method": "exit"}
+EXIT: dict[str, Any] = {"jsonrpc": "2.0", "method": "exit"}
 
 # --- what the scripted model says ------------------------------------------------------------
 
@@ -182,7 +182,7 @@ async def serve(
 
 async def answer(ui: StdioServer) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The chunks before the next response, and the response."""
-    chunks = []
+    chunks: list[dict[str, Any]] = []
     while True:
         message = await ui.recv()
         assert message is not None, ui.context()
