@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from codexcore.adapters.jsonrpc.chat._generate import CUSTOMIZE_SCHEMA, GENERATE_SCHEMA
+from codexcore.adapters.jsonrpc.chat._json_stream import FieldStream
 from codexcore.testing import (
     Hang,
     Pause,
@@ -28,6 +29,7 @@ from codexcore.testing import (
     function_call_response,
     http_error,
     text_response,
+    truncated,
 )
 
 from .server_helpers import PY, StdioServer
@@ -151,6 +153,26 @@ async def test_a_client_that_takes_no_stream_gets_only_the_answers(tmp_path: Pat
         assert (await answer_of(ui, 3))["result"]["message"] == "Plain answer."
         await ui.send(EXIT)
         await exits_cleanly(ui)
+
+
+async def test_after_a_model_stream_retry_the_code_streams_again_and_adds_up(
+    tmp_path: Path,
+) -> None:
+    cut = truncated(answer(GENERATED, chunks=30), keep=14)  # the connection drops mid-code
+    async with serve(tmp_path, [cut, answer(GENERATED, chunks=30)]) as (ui, model):
+        await ui.send(generate(2))
+        stream = await read_chat(ui, 2)
+        assert stream.response["result"] == GENERATED
+        assert len(model.requests) == 2
+        # What streamed before the drop is a start of the code; what streamed since the
+        # retry is the whole code again, so the app can restart its view at a shorter text.
+        texts = [c["chunk"] for c in stream.chunks]
+        for cut_at in range(1, len(texts)):
+            before, since = "".join(texts[:cut_at]), "".join(texts[cut_at:])
+            if CODE.startswith(before) and since == CODE:
+                break
+        else:
+            raise AssertionError(f"the chunks are no prefix then the whole code: {texts}")
 
 
 # --- customize and clarify ----------------------------------------------------------------------
@@ -421,3 +443,31 @@ async def test_cancel_request_interrupts_the_running_task_and_drops_a_queued_one
         assert (await answer_of(ui, 5))["result"] is False
         await ui.send(EXIT)
         await exits_cleanly(ui)
+
+
+# --- the code field, decoded as it is written ----------------------------------------------------
+
+TRICKY: list[dict[str, Any]] = [
+    {"code": CODE, "componentCount": 2, "description": "d"},
+    {"description": 'says "code": "no"', "nested": {"code": "inner"}, "code": 'a\\"b', "x": [1]},
+    {"items": [{"code": "in a list"}], "code": "\U0001f642\u00e9\n", "n": None},
+    {"code": None, "description": "none to stream"},
+]
+
+
+@pytest.mark.parametrize("value", TRICKY)
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_the_code_field_decodes_the_same_wherever_the_text_is_cut(
+    value: dict[str, Any], ascii_only: bool
+) -> None:
+    """Every cut of the answer's text in two, and one character at a time: the pieces
+    the decoder returns join to what json.loads reads (escapes, surrogate pairs, a
+    "code" key that is not the object's own)."""
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=1)
+    want = json.loads(text)["code"] or ""
+    for cut in range(len(text) + 1):
+        field = FieldStream("code")
+        assert field.feed(text[:cut]) + field.feed(text[cut:]) == want, cut
+    field = FieldStream("code")
+    assert "".join(field.feed(char) for char in text) == want
+    assert field.done is (value["code"] is not None)

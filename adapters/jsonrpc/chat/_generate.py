@@ -173,7 +173,7 @@ class CodeJob(Job):
         self.prompt = prompt
         self.field = FieldStream("code")
         self.fed = False  # the current agent message came as deltas
-        self.sent: list[str] = []  # every piece of code streamed
+        self.sent: list[str] = []  # the code streamed from the current model stream
         self.indexes: dict[Id, int] = {request_id: 0}
         self.question: RequestUserInput | None = None
         self.final: dict[str, Any] | None = None
@@ -198,6 +198,11 @@ class CodeJob(Job):
 
     def left(self, request_id: Id) -> None:
         self.indexes.pop(request_id, None)
+
+    def retried(self) -> None:
+        # The retried stream writes the answer again from its start, and so streams the
+        # code again; what the last attempt streamed is what the done chunk completes.
+        self.field, self.fed, self.sent = FieldStream("code"), False, []
 
     def end(self, msg: EventMsg, into: list[bytes]) -> None:
         rest = ""

@@ -38,6 +38,7 @@ from codexcore.protocol import (
     PatchApproval,
     RequestUserInput,
     Stop,
+    StreamError,
     Submission,
     TaskComplete,
     TurnAborted,
@@ -64,6 +65,7 @@ _WANTED = frozenset(
         ExecApprovalRequest,
         ApplyPatchApprovalRequest,
         RequestUserInput,
+        StreamError,
     )
 )
 """The events of a job's Task that matter to it, besides its deltas."""
@@ -116,6 +118,9 @@ class Job:
     def joined(self, request_id: Id, into: list[bytes]) -> None:
         """``request_id`` joins: add what it missed of the stream."""
 
+    def retried(self) -> None:
+        """The model stream failed and is retried: its text streams again from its start."""
+
     def left(self, request_id: Id) -> None:
         """``request_id`` was cancelled: nothing more is streamed to it."""
 
@@ -159,17 +164,16 @@ class Jobs:
     async def run(self, request_id: Id, job: Job) -> dict[str, Any]:
         """Run ``job`` (or join the same one already waiting) for ``request_id``; its result."""
         same = self.waiting.get(job.key) if job.key is not None else None
+        lines: list[bytes] = []
         if same is not None:
             log.info("request joins the same one", kind=job.kind, request=str(request_id))
             same.requests.append(request_id)
-            lines: list[bytes] = []
-            if not same.quiet:
-                same.joined(request_id, lines)
-            await self.ctx.send_lines(lines)
+            same.joined(request_id, lines)
             job = same
         else:
             self._start(job)
         try:
+            await self._send(job, lines)  # what a joining request missed of the stream
             return await asyncio.shield(job.future)
         except asyncio.CancelledError:
             self._leave(job, request_id)
@@ -303,6 +307,8 @@ class Jobs:
         lines: list[bytes] = []
         if isinstance(msg, AgentMessage):
             job.message(msg.message, lines)
+        elif isinstance(msg, StreamError):
+            job.retried()
         elif isinstance(msg, TERMINAL):
             self.current = None  # nothing more of this Task is streamed
             job.end(msg, lines)  # before the answer (unless nobody waits for it)
