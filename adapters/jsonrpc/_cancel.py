@@ -1,7 +1,7 @@
 """``$/cancelRequest`` (as in LSP): a client cancels one of its requests still running.
 
 The request's handler task is cancelled; :func:`~._server.run_call` answers it
-with -32800 (:data:`~._errors.REQUEST_CANCELLED`). A handler that started work
+with -32800 (``REQUEST_CANCELLED``). A handler that started work
 beyond its own task (a Task on the engine) undoes it when cancelled: the chat
 protocol's requests interrupt their Task once no request waits for it.
 """
@@ -14,7 +14,6 @@ import attrs
 
 from codexcore._logging import get_logger
 
-from ._errors import REQUEST_CANCELLED
 from ._methods import MethodTable
 from ._server import RpcContext
 
@@ -47,5 +46,4 @@ def add_cancel_method(table: MethodTable) -> None:
         inline=True,
         summary="(A notification) cancel a running request: it is answered -32800",
         result={"type": "boolean"},
-        errors=(REQUEST_CANCELLED,),
     )

@@ -41,9 +41,13 @@ REQUEST_CANCELLED = -32800
 
 @attrs.frozen
 class ErrorCode:
+    """One meaning of a code. ``methods``: the only methods that answer it with this
+    meaning, for a code two protocols gave different meanings (empty: any method)."""
+
     name: str
     code: int
     meaning: str
+    methods: tuple[str, ...] = ()
 
 
 ERRORS: tuple[ErrorCode, ...] = (
@@ -66,18 +70,22 @@ ERRORS: tuple[ErrorCode, ...] = (
         "did not accept the command, a chat's or generate's Task failed or was aborted "
         "(the chat protocol's 'generation failed'); data.code says which",
     ),
-    ErrorCode("RuntimeBusy", RUNTIME_BUSY, "a run is already active on this session"),
+    ErrorCode(
+        "RuntimeBusy", RUNTIME_BUSY, "a run is already active on this session", ("run.start",)
+    ),
     ErrorCode(
         "CustomizationFailed",
         CUSTOMIZATION_FAILED,
         "customize: the change could not be applied (its Task failed, or the model's answer "
         "has no code and asks nothing); data.code says why",
+        ("customize",),
     ),
-    ErrorCode("RunNotFound", RUN_NOT_FOUND, "no run with this run_id"),
+    ErrorCode("RunNotFound", RUN_NOT_FOUND, "no run with this run_id", ("run.cancel",)),
     ErrorCode(
         "SpecInvalid",
         SPEC_INVALID,
         "generate, customize: params.spec is no usable API spec; the message names the field",
+        ("generate", "customize"),
     ),
     ErrorCode(
         "ContextTooLarge",
@@ -115,5 +123,6 @@ ERRORS: tuple[ErrorCode, ...] = (
 BOUND_ERROR = "TooManyRequests"
 """The error of seed 001's bound on requests pending: any method but those exempt from it."""
 
-COMMON_ERRORS = (INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR, NOT_INITIALIZED)
-"""The codes any method can answer: listed on every method of the document."""
+COMMON_ERRORS = (INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR, NOT_INITIALIZED, REQUEST_CANCELLED)
+"""The codes any method can answer (-32800 once the client cancels it): listed on every
+method of the document."""
