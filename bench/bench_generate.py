@@ -13,8 +13,9 @@ alternate in the same run, on the same connection and session.
 - chunks/s: the request's chunks over the time from its first chunk to its
   response.
 
-Medians over the rounds. Run ``.venv/bin/python bench/bench_generate.py``
-(``--quick`` for a smoke run).
+Medians over the rounds, and the median of each round's ratio (generate's
+chunks/s over chat's, measured moments apart, so a load change hits both).
+Run ``.venv/bin/python bench/bench_generate.py`` (``--quick`` for a smoke run).
 """
 
 from __future__ import annotations
@@ -152,6 +153,11 @@ def main() -> None:
             fmt_ms(median(r[0] for r in runs)),
             fmt_rate(median(r[1] for r in runs)),
         )
+    ratios = [g[1] / c[1] for g, c in zip(results["generate"], results["chat"], strict=True)]
+    table.note(
+        f"generate's chunks/s ÷ chat's, each round's pair (run moments apart): median "
+        f"{median(ratios):.2f}, range {min(ratios):.2f} to {max(ratios):.2f}"
+    )
     table.note(
         "generate's chunks are the code decoded out of the JSON answer (a delta that holds "
         "no code character gives none); chat's are the deltas as they are"

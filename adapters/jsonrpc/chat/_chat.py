@@ -50,6 +50,7 @@ from codexcore.protocol import (
 )
 from codexcore.protocol._wire import Tagged
 
+from ._deltas import _DELTA_LAYOUT, _DELTA_MIDDLE, _DONE, _NOT_DONE, _json
 from ._generate import CONTEXT_TOO_LARGE, register_generation
 from ._jobs import NO_APPROVER, Job, jobs_of, task_error
 
@@ -71,25 +72,7 @@ class ChatParams:
     context: dict[str, Any] | None = None
 
 
-def _json(value: Any) -> bytes:
-    """``value`` as JSON (an id beyond 64 bits too, digit for digit)."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False).encode()
-
-
-_DELTA_LAYOUT = [f.name for f in attrs.fields(Event)] == ["id", "seq", "msg"] and [
-    f.name for f in attrs.fields(AgentMessageDelta)
-] == ["delta"]
-"""Whether a delta event's encoding ends with its text (``..."delta":"TEXT"}}``), which
-:meth:`_Chat.take_deltas` reads without parsing. It holds while the envelope's last field
-is ``msg`` and a delta's only field is ``delta``; if it ever fails, deltas are parsed."""
-
-_DELTA_MIDDLE = b',"msg":{"type":"' + AgentMessageDelta.TYPE.encode() + b'","delta":'
 _SEPARATOR_JSON = _json(SEPARATOR)
-_NOT_DONE = b',"done":false,"index":%d}}\n'
-_DONE = b',"done":true,"index":%d}}\n'
 
 
 class _Chat:

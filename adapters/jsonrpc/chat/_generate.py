@@ -33,7 +33,6 @@ from codexcore.adapters.jsonrpc._machine import (
     INVALID_REQUEST,
     Id,
     RpcError,
-    notification,
 )
 from codexcore.adapters.jsonrpc._methods import MethodTable
 from codexcore.adapters.jsonrpc._server import RpcContext, current_call
@@ -47,6 +46,7 @@ from codexcore.protocol import (
 from codexcore.protocol._wire import Tagged
 
 from ._jobs import Job, jobs_of, task_error
+from ._deltas import _DONE, _NOT_DONE, cut_deltas, event_head, line_head
 from ._json_stream import FieldStream
 from ._prompts import PromptError, render
 
@@ -175,11 +175,23 @@ class CodeJob(Job):
         self.fed = False  # the current agent message came as deltas
         self.sent: list[str] = []  # the code streamed from the current model stream
         self.indexes: dict[Id, int] = {request_id: 0}
+        self.heads: dict[Id, bytes] = {request_id: line_head(request_id)}
+        self.event_head = b""
         self.question: RequestUserInput | None = None
         self.final: dict[str, Any] | None = None
 
     def ops(self) -> list[Tagged]:
+        self.event_head = event_head(self.sub_id)
         return [UserInput((TextInput(self.prompt),), output_schema=self.schema)]
+
+    def take_deltas(self, batch: list[bytes], start: int, into: list[bytes]) -> int:
+        texts, at = cut_deltas(self.event_head, batch, start)
+        if texts:
+            self.fed = True
+            feed, loads = self.field.feed, orjson.loads
+            for text in texts:
+                self._stream(feed(loads(text)), into)
+        return at
 
     def delta(self, text: str, into: list[bytes]) -> None:
         self.fed = True
@@ -192,12 +204,14 @@ class CodeJob(Job):
 
     def joined(self, request_id: Id, into: list[bytes]) -> None:
         self.indexes[request_id] = 0
+        self.heads[request_id] = line_head(request_id)
         so_far = "".join(self.sent)
         if so_far:
             into.append(self._line(request_id, so_far, done=False))
 
     def left(self, request_id: Id) -> None:
         self.indexes.pop(request_id, None)
+        self.heads.pop(request_id, None)
 
     def retried(self) -> None:
         # The retried stream writes the answer again from its start, and so streams the
@@ -246,8 +260,8 @@ class CodeJob(Job):
     def _line(self, request_id: Id, chunk: str, *, done: bool) -> bytes:
         index = self.indexes[request_id]
         self.indexes[request_id] = index + 1
-        params = {"requestId": request_id, "chunk": chunk, "done": done, "index": index}
-        return notification("stream/chunk", params)
+        tail = (_DONE if done else _NOT_DONE) % index
+        return self.heads[request_id] + _string(chunk) + tail
 
     def _bad(self, problem: str) -> RpcError:
         message = f"{self.kind} failed: the model's answer {problem}"
@@ -295,6 +309,14 @@ class CustomizeJob(CodeJob):
             "assumptions": assumptions,
             "clarificationNeeded": False,
         }
+
+
+def _string(text: str) -> bytes:
+    """``text`` as a JSON string (a lone surrogate, from a bad answer, escaped)."""
+    try:
+        return orjson.dumps(text)
+    except TypeError:
+        return json.dumps(text).encode()
 
 
 def clarify(question: str, options: list[str]) -> dict[str, Any]:
