@@ -123,6 +123,12 @@ ERRORS: tuple[ErrorCode, ...] = (
 BOUND_ERROR = "TooManyRequests"
 """The error of seed 001's bound on requests pending: any method but those exempt from it."""
 
-COMMON_ERRORS = (INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR, NOT_INITIALIZED, REQUEST_CANCELLED)
+COMMON_ERRORS = (
+    INVALID_REQUEST,
+    INVALID_PARAMS,
+    INTERNAL_ERROR,
+    NOT_INITIALIZED,
+    REQUEST_CANCELLED,
+)
 """The codes any method can answer (-32800 once the client cancels it): listed on every
 method of the document."""

@@ -29,11 +29,9 @@ approvals      the session's policy decides; what it would ask a user is
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
-import orjson
 
 from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
 from codexcore.adapters.jsonrpc._machine import INVALID_REQUEST, Id, RpcError
@@ -41,8 +39,6 @@ from codexcore.adapters.jsonrpc._methods import MethodTable
 from codexcore.adapters.jsonrpc._schemas import CHAT_RESULT, CHUNK
 from codexcore.adapters.jsonrpc._server import RpcContext, current_call
 from codexcore.protocol import (
-    AgentMessageDelta,
-    Event,
     EventMsg,
     TaskComplete,
     TextInput,

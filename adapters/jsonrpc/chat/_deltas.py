@@ -17,6 +17,7 @@ import orjson
 from codexcore.adapters.jsonrpc._machine import Id
 from codexcore.protocol import AgentMessageDelta, Event
 
+
 def _json(value: Any) -> bytes:
     """``value`` as JSON (an id beyond 64 bits too, digit for digit)."""
     try:

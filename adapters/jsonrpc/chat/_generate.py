@@ -45,8 +45,8 @@ from codexcore.protocol import (
 )
 from codexcore.protocol._wire import Tagged
 
-from ._jobs import Job, jobs_of, task_error
 from ._deltas import _DONE, _NOT_DONE, cut_deltas, event_head, line_head
+from ._jobs import Job, jobs_of, task_error
 from ._json_stream import FieldStream
 from ._prompts import PromptError, render
 
