@@ -403,6 +403,59 @@ async def test_a_retried_request_joins_the_running_one(tmp_path: Path) -> None:
         await ui.wait_stderr("request joins the same one")
 
 
+async def test_a_retried_chat_joins_the_running_one_too(tmp_path: Path) -> None:
+    steps = text_response("The first half. The second half.", chunks=8).steps
+    responses = [ScriptedResponse(steps=(*steps[:6], Pause(3.0), *steps[6:]))]
+    async with serve(tmp_path, responses) as (ui, model):
+        await ui.send(chat(4, "What formats?"))
+        first = await ui.recv()
+        assert first is not None
+        assert first["params"]["requestId"] == 4
+        await ui.send(chat(5, "What formats?"))  # the app's retry: the same params
+        chunks: dict[int, list[dict[str, Any]]] = {4: [first["params"]], 5: []}
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < 2:
+            message = await ui.recv()
+            assert message is not None, ui.context()
+            if "id" in message:
+                answers[message["id"]] = message
+            else:
+                chunks[message["params"]["requestId"]].append(message["params"])
+        for rid in (4, 5):
+            Stream(chunks[rid], answers[rid]).check(rid)
+            assert "".join(c["chunk"] for c in chunks[rid]) == "The first half. The second half."
+            assert answers[rid]["result"]["message"] == "The first half. The second half."
+        assert len(model.requests) == 1
+
+
+async def test_cancelling_the_first_of_joined_requests_leaves_the_task_to_the_other(
+    tmp_path: Path,
+) -> None:
+    steps = text_response("One. Two. Three.", chunks=6).steps
+    responses = [ScriptedResponse(steps=(*steps[:5], Pause(3.0), *steps[5:]))]
+    async with serve(tmp_path, responses) as (ui, model):
+        await ui.send(chat(4, "count"))
+        first = await ui.recv()
+        assert first is not None
+        await ui.send(chat(5, "count"))
+        await ui.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 4}})
+        chunks: dict[int, list[dict[str, Any]]] = {4: [first["params"]], 5: []}
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < 2:
+            message = await ui.recv()
+            assert message is not None, ui.context()
+            if "id" in message:
+                answers[message["id"]] = message
+            else:
+                chunks[message["params"]["requestId"]].append(message["params"])
+        assert answers[4]["error"]["code"] == -32800
+        assert not any(c["done"] for c in chunks[4])  # nothing more went to it
+        Stream(chunks[5], answers[5]).check(5)
+        assert "".join(c["chunk"] for c in chunks[5]) == "One. Two. Three."
+        assert answers[5]["result"]["message"] == "One. Two. Three."
+        assert len(model.requests) == 1
+
+
 async def past_chunks(ui: StdioServer, rid: Any) -> dict[str, Any]:
     """The next response, past the chunks of request ``rid`` that streamed before it."""
     while (message := await ui.recv()) is not None and "id" not in message:

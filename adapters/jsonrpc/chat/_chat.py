@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import orjson
 
 from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
 from codexcore.adapters.jsonrpc._machine import INVALID_REQUEST, Id, RpcError
@@ -48,7 +49,7 @@ from codexcore.protocol._wire import Tagged
 
 from ._deltas import _DELTA_LAYOUT, _DELTA_MIDDLE, _DONE, _NOT_DONE, _json
 from ._generate import CONTEXT_TOO_LARGE, register_generation
-from ._jobs import NO_APPROVER, Job, jobs_of, task_error
+from ._jobs import NO_APPROVER, Job, job_key, jobs_of, task_error
 
 __all__ = ["NO_APPROVER", "SEPARATOR", "ChatJob", "register"]
 
@@ -151,38 +152,81 @@ class _Chat:
 
 
 class ChatJob(Job):
-    """A ``chat``: one ``user_input`` Task, its text streamed as it comes (:class:`_Chat`)."""
+    """A ``chat``: one ``user_input`` Task, its text streamed as it comes (:class:`_Chat`).
+
+    A retry of the same chat joins it: the joining request gets the text so far as
+    one chunk, then every chunk under its own ``requestId`` (a :class:`_Chat` of its
+    own, fed the same events). The first request's chunks are kept until the Task
+    ends, for such a catch-up.
+    """
 
     kind = "chat"
 
-    def __init__(self, request_id: Id, message: str, *, quiet: bool) -> None:
-        super().__init__(request_id, quiet=quiet)
+    def __init__(self, request_id: Id, message: str, *, quiet: bool, key: bytes) -> None:
+        super().__init__(request_id, quiet=quiet, key=key)
         self.text = message
         self.stream: _Chat | None = None
+        self.sent: list[bytes] = []  # the first request's chunk lines
+        self.first_left = False  # the first request was cancelled; others wait
+        self.others: dict[Id, _Chat] = {}
 
     def ops(self) -> list[Tagged]:
         self.stream = _Chat(self.requests[0], self.sub_id)
         return [UserInput((TextInput(self.text),))]
 
+    def _all(self) -> list[_Chat]:
+        assert self.stream is not None
+        return [self.stream, *self.others.values()]
+
+    def _keep(self, mine: list[bytes], into: list[bytes]) -> None:
+        self.sent += mine
+        if not self.first_left:
+            into += mine
+
     def take_deltas(self, batch: list[bytes], start: int, into: list[bytes]) -> int:
         assert self.stream is not None
-        return self.stream.take_deltas(batch, start, into)
+        mine: list[bytes] = []
+        at = self.stream.take_deltas(batch, start, mine)
+        self._keep(mine, into)
+        for other in self.others.values():
+            other.take_deltas(batch, start, into)
+        return at
 
     def delta(self, text: str, into: list[bytes]) -> None:
-        assert self.stream is not None
-        self.stream.streamed = True
-        self.stream.lines(_json(text), into)
+        mine: list[bytes] = []
+        for n, stream in enumerate(self._all()):
+            stream.streamed = True
+            stream.lines(_json(text), mine if n == 0 else into)
+        self._keep(mine, into)
 
     def message(self, text: str, into: list[bytes]) -> None:
-        stream = self.stream
-        assert stream is not None
-        if not stream.streamed:  # a message that came whole, without deltas
-            stream.lines(_json(text), into)
-        stream.streamed, stream.between = False, True
+        mine: list[bytes] = []
+        for n, stream in enumerate(self._all()):
+            if not stream.streamed:  # a message that came whole, without deltas
+                stream.lines(_json(text), mine if n == 0 else into)
+            stream.streamed, stream.between = False, True
+        self._keep(mine, into)
 
     def end(self, msg: EventMsg, into: list[bytes]) -> None:
+        streams = self._all()
+        if self.first_left:
+            streams = streams[1:]
+        into += [stream.line(b'""', done=True) for stream in streams]
+
+    def joined(self, request_id: Id, into: list[bytes]) -> None:
         assert self.stream is not None
-        into.append(self.stream.line(b'""', done=True))
+        other = _Chat(request_id, self.sub_id)
+        other.streamed, other.between = self.stream.streamed, self.stream.between
+        head = len(self.stream.line_head)
+        texts = [line[head : line.rindex(b',"done":')] for line in self.sent]
+        so_far = "".join(orjson.loads(text) for text in texts)
+        if so_far:
+            into.append(other.line(_json(so_far)))
+        self.others[request_id] = other
+
+    def left(self, request_id: Id) -> None:
+        if self.others.pop(request_id, None) is None:
+            self.first_left = True
 
     def answer(self, msg: EventMsg) -> dict[str, Any]:
         return _answer(msg)
@@ -203,7 +247,8 @@ async def chat(ctx: RpcContext, params: ChatParams) -> dict[str, Any]:
             INVALID_REQUEST, "Invalid Request: chat needs an id (its answer is a response)"
         )
     jobs = jobs_of(ctx)
-    return await jobs.run(call.id, ChatJob(call.id, params.message, quiet=not jobs.streaming))
+    job = ChatJob(call.id, params.message, quiet=not jobs.streaming, key=job_key("chat"))
+    return await jobs.run(call.id, job)
 
 
 async def exit_(ctx: RpcContext, params: dict[str, Any]) -> None:

@@ -46,7 +46,7 @@ from codexcore.protocol import (
 from codexcore.protocol._wire import Tagged
 
 from ._deltas import _DONE, _NOT_DONE, cut_deltas, event_head, line_head
-from ._jobs import Job, jobs_of, task_error
+from ._jobs import Job, job_key, jobs_of, task_error
 from ._json_stream import FieldStream
 from ._prompts import PromptError, render
 
@@ -345,16 +345,6 @@ def _parse(message: str | None) -> dict[str, Any] | None:
 # --- the methods --------------------------------------------------------------------------
 
 
-def _key(method: str) -> bytes:
-    """What makes two requests the same: the method and its params, keys sorted."""
-    params = current_call().params
-    try:
-        text = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        text = json.dumps(params, sort_keys=True).encode()
-    return method.encode() + b"\0" + text
-
-
 def _request_id(method: str) -> Id:
     call = current_call()
     if call.notification:
@@ -383,7 +373,7 @@ async def generate(ctx: RpcContext, params: GenerateParams) -> dict[str, Any]:
     }
     prompt = _prompt(ctx, "generate", values, GENERATION_FAILED)
     jobs = jobs_of(ctx)
-    job = GenerateJob(request_id, prompt, quiet=not jobs.streaming, key=_key("generate"))
+    job = GenerateJob(request_id, prompt, quiet=not jobs.streaming, key=job_key("generate"))
     return await jobs.run(request_id, job)
 
 
@@ -402,7 +392,7 @@ async def customize(ctx: RpcContext, params: CustomizeParams) -> dict[str, Any]:
     }
     prompt = _prompt(ctx, "customize", values, CUSTOMIZATION_FAILED)
     jobs = jobs_of(ctx)
-    job = CustomizeJob(request_id, prompt, quiet=not jobs.streaming, key=_key("customize"))
+    job = CustomizeJob(request_id, prompt, quiet=not jobs.streaming, key=job_key("customize"))
     return await jobs.run(request_id, job)
 
 

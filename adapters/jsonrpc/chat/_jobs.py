@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import weakref
 from typing import Any
 
@@ -24,7 +25,7 @@ from codexcore._logging import get_logger
 from codexcore.adapters.host._host import Attachment, NotAccepted
 from codexcore.adapters.jsonrpc._errors import CONTEXT_TOO_LARGE, SERVER_ERROR
 from codexcore.adapters.jsonrpc._machine import INTERNAL_ERROR, Id, RpcError
-from codexcore.adapters.jsonrpc._server import RpcContext
+from codexcore.adapters.jsonrpc._server import RpcContext, current_call
 from codexcore.protocol import (
     AgentMessage,
     AgentMessageDelta,
@@ -351,6 +352,16 @@ async def _submit(attachment: Attachment, sub_id: str, op: Any) -> None:
     except NotAccepted as exc:
         error = RpcError(SERVER_ERROR, f"the request failed: {exc.message}", {"code": exc.code})
         raise error from None
+
+
+def job_key(method: str) -> bytes:
+    """What makes two requests the same (a retry): the method and its params, keys sorted."""
+    params = current_call().params
+    try:
+        text = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # an integer beyond 64 bits
+        text = json.dumps(params, sort_keys=True).encode()
+    return method.encode() + b"\0" + text
 
 
 def task_error(msg: EventMsg, failed: int, method: str) -> RpcError:
