@@ -456,6 +456,35 @@ async def test_cancelling_the_first_of_joined_requests_leaves_the_task_to_the_ot
         assert len(model.requests) == 1
 
 
+async def test_a_retry_of_a_queued_chat_joins_it_and_outlives_its_cancel(tmp_path: Path) -> None:
+    steps = text_response("First.", chunks=4).steps
+    responses = [
+        ScriptedResponse(steps=(*steps[:5], Pause(3.0), *steps[5:])),
+        text_response("Second.", chunks=3),
+    ]
+    async with serve(tmp_path, responses) as (ui, model):
+        await ui.send(chat(4, "one"))
+        first = await ui.recv()
+        assert first is not None
+        await ui.send(chat(5, "two"), chat(6, "two"))  # 5 waits its turn; 6 is its retry
+        await ui.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 5}})
+        seen: dict[int, list[dict[str, Any]]] = {4: [first["params"]], 5: [], 6: []}
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < 3:
+            message = await ui.recv()
+            assert message is not None, ui.context()
+            if "id" in message:
+                answers[message["id"]] = message
+            else:
+                seen[message["params"]["requestId"]].append(message["params"])
+        assert answers[5]["error"]["code"] == -32800
+        assert seen[5] == []
+        Stream(seen[6], answers[6]).check(6)
+        assert "".join(c["chunk"] for c in seen[6]) == "Second."
+        assert answers[6]["result"]["message"] == "Second."
+        assert [user_text(r) for r in model.requests] == ["one", "two"]
+
+
 async def past_chunks(ui: StdioServer, rid: Any) -> dict[str, Any]:
     """The next response, past the chunks of request ``rid`` that streamed before it."""
     while (message := await ui.recv()) is not None and "id" not in message:

@@ -171,7 +171,11 @@ class ChatJob(Job):
         self.others: dict[Id, _Chat] = {}
 
     def ops(self) -> list[Tagged]:
-        self.stream = _Chat(self.requests[0], self.sub_id)
+        # The requests waiting now: the first streams as usual, retries that joined
+        # while the chat was queued each get a stream of their own.
+        first, *others = self.requests
+        self.stream = _Chat(first, self.sub_id)
+        self.others = {request_id: _Chat(request_id, self.sub_id) for request_id in others}
         return [UserInput((TextInput(self.text),))]
 
     def _all(self) -> list[_Chat]:
@@ -214,7 +218,8 @@ class ChatJob(Job):
         into += [stream.line(b'""', done=True) for stream in streams]
 
     def joined(self, request_id: Id, into: list[bytes]) -> None:
-        assert self.stream is not None
+        if self.stream is None:  # still queued: it starts with its stream (ops)
+            return
         other = _Chat(request_id, self.sub_id)
         other.streamed, other.between = self.stream.streamed, self.stream.between
         head = len(self.stream.line_head)
@@ -225,6 +230,8 @@ class ChatJob(Job):
         self.others[request_id] = other
 
     def left(self, request_id: Id) -> None:
+        if self.stream is None:  # still queued: the requests left are those it starts with
+            return
         if self.others.pop(request_id, None) is None:
             self.first_left = True
 
