@@ -170,6 +170,9 @@ class Settings(Value):
     api_key: str | None = attrs.field(default=None, repr=False)
     control: ControlSettings = attrs.field(factory=ControlSettings)
     mcp_servers: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, hash=False, repr=False)
+    chat_prompts: str | None = None
+    """The prompt file of the Copilot-CLI-style chat protocol's ``generate`` and
+    ``customize`` (None: the one shipped in the package; ``docs/jsonrpc.md``)."""
 
     def engine_config(self, cwd: str | None = None, **changes: Any) -> EngineConfig:
         """The :class:`~codexcore.EngineConfig` these settings describe.
@@ -448,6 +451,16 @@ def _roots(value: Any, ctx: _Context) -> tuple[str, ...]:
     return tuple(roots)
 
 
+def _path(value: Any, ctx: _Context) -> str:
+    expected = 'an absolute path, e.g. "~/.codexcore/chat-prompts.toml"'
+    if not isinstance(value, str) or not value.strip():
+        raise _Invalid(expected)
+    path = _expand_user(value.strip(), ctx.user_home)
+    if not os.path.isabs(path):
+        raise _Invalid(f"{expected} (not {value!r})")
+    return os.path.normpath(path)
+
+
 def _expand_user(path: str, user_home: str | None) -> str:
     if user_home and (path == "~" or path.startswith("~/")):
         return user_home + path[1:]
@@ -474,6 +487,7 @@ _SPECS: Final[Mapping[str, _Key]] = {
     "model_auto_compact_token_limit": _Key(_int_at_least(1), "int"),
     "log_level": _Key(_choice(*_LOG_LEVELS, fold_case=True)),
     "project_doc_max_bytes": _Key(_int_at_least(0), "int"),
+    "chat_prompts": _Key(_path),
     "provider.base_url": _Key(_url),
     "provider.api_key_env": _Key(_env_name, secret=True),
     "provider.headers": _Key(_headers, "table", secret=True),

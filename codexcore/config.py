@@ -85,6 +85,7 @@ __all__ = [
 ENVIRONMENT_VARIABLES: Final = {
     "OPENAI_BASE_URL": "provider.base_url",
     "CODEXCORE_LOG": "log_level",
+    "CODEXCORE_CHAT_PROMPTS": "chat_prompts",
 }
 """The environment variables that set a setting, and the setting (dotted key)."""
 

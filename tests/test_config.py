@@ -133,6 +133,7 @@ model_auto_compact_token_limit = 200000
 instructions = "Be brief."
 log_level = "INFO"
 project_doc_max_bytes = 4096
+chat_prompts = "~/prompts/chat.toml"
 
 [provider]
 base_url = "https://example.test/v1/"
@@ -162,6 +163,7 @@ def test_every_key_of_the_file(tmp_path: Path) -> None:
         model_auto_compact_token_limit=200_000,
         log_level="info",
         project_doc_max_bytes=4096,
+        chat_prompts="/home/u/prompts/chat.toml",
         provider=ProviderSettings(
             base_url="https://example.test/v1",
             api_key_env="EXAMPLE_KEY",
@@ -239,8 +241,10 @@ def test_the_process_environment_is_not_read(
 
 LAYERS = ("file", "profile", "env", "flag")
 
-# For each setting, a distinct value per layer that can set it. Only
-# provider.base_url and log_level have an environment variable.
+# For each setting, a distinct value per layer that can set it (env: only the settings
+# of ENV_VARS have an environment variable).
+
+
 VALUES: dict[str, dict[str, Any]] = {
     "model": {"file": "m-file", "profile": "m-profile", "flag": "m-flag"},
     "approval_policy": {"file": "untrusted", "profile": "on-failure", "flag": "never"},
@@ -258,6 +262,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "instructions": {"file": "i-file", "profile": "i-profile", "flag": "i-flag"},
     "log_level": {"file": "debug", "profile": "info", "env": "error", "flag": "warning"},
     "project_doc_max_bytes": {"file": 100, "profile": 0, "flag": 4096},
+    "chat_prompts": {"file": "/f.toml", "profile": "/p.toml", "env": "/e.toml", "flag": "/c.toml"},
     "provider.base_url": {
         "file": "http://file.test/v1",
         "profile": "http://profile.test/v1",
@@ -271,7 +276,11 @@ VALUES: dict[str, dict[str, Any]] = {
     "provider.stream_idle_timeout": {"file": 10, "profile": 20, "flag": 30},
     "provider.response_header_timeout": {"file": 5, "profile": 15, "flag": 25},
 }
-ENV_VARS = {"log_level": "CODEXCORE_LOG", "provider.base_url": "OPENAI_BASE_URL"}
+ENV_VARS = {
+    "log_level": "CODEXCORE_LOG",
+    "provider.base_url": "OPENAI_BASE_URL",
+    "chat_prompts": "CODEXCORE_CHAT_PROMPTS",
+}
 
 
 def expected(key: str, value: Any) -> Any:

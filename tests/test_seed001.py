@@ -24,7 +24,8 @@ from codexcore.adapters.jsonrpc._machine import RpcMachine
 from codexcore.adapters.jsonrpc._methods import standard_methods
 from codexcore.adapters.jsonrpc._outbox import Outbox
 from codexcore.adapters.jsonrpc._server import RpcContext
-from codexcore.adapters.jsonrpc.chat._chat import _CHATS, NO_APPROVER, SEPARATOR, _Chat, _chats
+from codexcore.adapters.jsonrpc.chat._chat import NO_APPROVER, SEPARATOR, _Chat
+from codexcore.adapters.jsonrpc.chat._jobs import _JOBS, jobs_of
 from codexcore.protocol import AgentMessageDelta, Event, TaskComplete, encode_event
 from codexcore.testing import (
     ScriptedModel,
@@ -41,7 +42,7 @@ from .server_helpers import PY, ServerProcess, StdioServer, server_env
 pytestmark = pytest.mark.anyio
 
 # Seed 001's examples, as written.
-INITIALIZE = {
+INITIALIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
@@ -171,8 +172,8 @@ async def test_chat_streams_its_text_as_chunks_then_answers(tmp_path: Path) -> N
         init = await ui.recv()
         assert init is not None
         assert init["result"]["capabilities"] == {
-            "codeGeneration": False,
-            "customization": False,
+            "codeGeneration": True,
+            "customization": True,
             "streaming": True,
         }
         first = await read_chat(ui, 4)
@@ -365,12 +366,12 @@ def test_a_connections_chats_go_with_it() -> None:
         require_token=False,
         lossless=True,
     )
-    chats = _chats(ctx)
-    assert chats.ctx is ctx
-    assert _chats(ctx) is chats  # one per connection
-    del ctx, chats
+    jobs = jobs_of(ctx)
+    assert jobs.ctx is ctx
+    assert jobs_of(ctx) is jobs  # one per connection
+    del ctx, jobs
     gc.collect()
-    assert len(_CHATS) == 0
+    assert len(_JOBS) == 0
 
 
 async def test_chat_and_exit_over_a_unix_socket(tmp_path: Path) -> None:

@@ -67,3 +67,6 @@ class HostConfig(Value):
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     server: Peer = attrs.field(factory=lambda: Peer("codexcore", __version__))
     control: ControlConfig = attrs.field(factory=ControlConfig)
+    chat_prompts: str | None = None
+    """The prompt file of the Copilot-CLI-style chat protocol's ``generate`` and
+    ``customize`` (None: the one shipped in the package; the ``chat_prompts`` setting)."""

@@ -3,9 +3,13 @@
 The table is built from the constants the machine and the methods raise, so
 the OpenRPC document (``codexcore schema --openrpc``) lists what a client can
 really get. Seed 000's codes for its run and session methods are defined here
-too, so their methods raise these constants. Two meanings share -32004: seed
-001's "too many requests" and seed 000's "session not found" (each seed
-defined its own; a client only meets the one of the methods it calls).
+too, so their methods raise these constants. Some codes mean two things, because
+each protocol defined its own: -32004 is the Copilot-CLI-style chat protocol's
+"too many requests" and the Codelia runtime protocol's "session not found";
+-32001 and -32002 are the chat protocol's "customization failed" and "spec
+invalid" on its ``generate`` and ``customize``, and the Codelia protocol's
+"runtime busy" and "run not found" on its run methods. A client only meets the
+meaning of the methods it calls.
 """
 
 from __future__ import annotations
@@ -29,13 +33,21 @@ RUN_NOT_FOUND = -32002
 SESSION_NOT_FOUND = -32004
 SESSION_LOAD_FAILED = -32005
 SESSION_LIST_FAILED = -32006
+CUSTOMIZATION_FAILED = -32001
+SPEC_INVALID = -32002
+CONTEXT_TOO_LARGE = -32003
+REQUEST_CANCELLED = -32800
 
 
 @attrs.frozen
 class ErrorCode:
+    """One meaning of a code. ``methods``: the only methods that answer it with this
+    meaning, for a code two protocols gave different meanings (empty: any method)."""
+
     name: str
     code: int
     meaning: str
+    methods: tuple[str, ...] = ()
 
 
 ERRORS: tuple[ErrorCode, ...] = (
@@ -55,10 +67,32 @@ ERRORS: tuple[ErrorCode, ...] = (
         "ServerError",
         SERVER_ERROR,
         "the runtime refused or failed: no session could be made or attached, the engine "
-        "did not accept the command, a chat's Task failed or was aborted; data.code says which",
+        "did not accept the command, a chat's or generate's Task failed or was aborted "
+        "(the chat protocol's 'generation failed'); data.code says which",
     ),
-    ErrorCode("RuntimeBusy", RUNTIME_BUSY, "a run is already active on this session"),
-    ErrorCode("RunNotFound", RUN_NOT_FOUND, "no run with this run_id"),
+    ErrorCode(
+        "RuntimeBusy", RUNTIME_BUSY, "a run is already active on this session", ("run.start",)
+    ),
+    ErrorCode(
+        "CustomizationFailed",
+        CUSTOMIZATION_FAILED,
+        "customize: the change could not be applied (its Task failed, or the model's answer "
+        "has no code and asks nothing); data.code says why",
+        ("customize",),
+    ),
+    ErrorCode("RunNotFound", RUN_NOT_FOUND, "no run with this run_id", ("run.cancel",)),
+    ErrorCode(
+        "SpecInvalid",
+        SPEC_INVALID,
+        "generate, customize: params.spec is no usable API spec; the message names the field",
+        ("generate", "customize"),
+    ),
+    ErrorCode(
+        "ContextTooLarge",
+        CONTEXT_TOO_LARGE,
+        "chat, generate, customize: the input exceeds the model's context window, even "
+        "after compacting the conversation",
+    ),
     ErrorCode(
         "TooManyRequests",
         TOO_MANY_REQUESTS,
@@ -72,6 +106,11 @@ ERRORS: tuple[ErrorCode, ...] = (
     ),
     ErrorCode("SessionLoadFailed", SESSION_LOAD_FAILED, "the session's rollout could not be read"),
     ErrorCode("SessionListFailed", SESSION_LIST_FAILED, "the sessions could not be listed"),
+    ErrorCode(
+        "RequestCancelled",
+        REQUEST_CANCELLED,
+        "the request was cancelled by $/cancelRequest before it was answered",
+    ),
     ErrorCode("NotInitialized", NOT_INITIALIZED, "TCP: initialize must come first"),
     ErrorCode(
         "Unauthorized",
@@ -84,5 +123,12 @@ ERRORS: tuple[ErrorCode, ...] = (
 BOUND_ERROR = "TooManyRequests"
 """The error of seed 001's bound on requests pending: any method but those exempt from it."""
 
-COMMON_ERRORS = (INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR, NOT_INITIALIZED)
-"""The codes any method can answer: listed on every method of the document."""
+COMMON_ERRORS = (
+    INVALID_REQUEST,
+    INVALID_PARAMS,
+    INTERNAL_ERROR,
+    NOT_INITIALIZED,
+    REQUEST_CANCELLED,
+)
+"""The codes any method can answer (-32800 once the client cancels it): listed on every
+method of the document."""

@@ -12,9 +12,8 @@ announces are computed from the table, so each is true only when the method
 behind it is registered. A method a seed names that nobody registered is
 answered -32601 by the runner, never silently ignored.
 
-The seeds' methods are registered by name (:class:`MethodGroup`, :data:`STANDARD_GROUPS`):
-a group's module is imported, and its handlers and schemas built, at the first call of
-one of its methods, so a client's ``initialize`` is answered without loading any of them.
+The seeds' methods are registered by name (:class:`MethodGroup`, :data:`STANDARD_GROUPS`),
+a group's module loaded at the first call of one of its methods.
 """
 
 from __future__ import annotations
@@ -86,15 +85,16 @@ SERVER_CAPABILITIES: Mapping[str, str] = {
 """Seed 000's capabilities that a method provides: true exactly when it is registered."""
 
 SERVER_FEATURES = ("supports_ui_requests", "supports_permission_preflight_events")
-"""Seed 000's capabilities that no one method provides: true once :meth:`MethodTable.provide`
-is called by the code that implements them (runtime-to-UI requests, preflight events)."""
+"""Seed 000's capabilities no one method provides: true once :meth:`MethodTable.provide`
+is called by what implements them (runtime-to-UI requests, preflight events)."""
 
 CAPABILITIES_001: Mapping[str, str] = {
     "codeGeneration": "generate",
     "customization": "customize",
     "streaming": "chat",
 }
-"""Seed 001's capabilities, each true exactly when its method is registered."""
+"""The chat protocol's capabilities, each true exactly when its method is registered
+(``streaming`` is also what the client says it takes: see ``chat._jobs``)."""
 
 
 @attrs.frozen
@@ -315,7 +315,7 @@ class MethodTable:
         found = {cap: method in self._names for cap, method in SERVER_CAPABILITIES.items()}
         return found | {feature: feature in self._features for feature in SERVER_FEATURES}
 
-    def capabilities_001(self) -> dict[str, bool]:
+    def capabilities_001(self) -> dict[str, bool]:  # the chat protocol's
         return {cap: method in self._names for cap, method in CAPABILITIES_001.items()}
 
 
@@ -382,7 +382,7 @@ def _check(hint: Any) -> Check:
     """The check of a value against ``hint`` (what the params classes use)."""
     origin = typing.get_origin(hint)
     if hint is Any:
-        return _any
+        return lambda value, path: value
     if origin in (Union, types.UnionType):
         options = typing.get_args(hint)
         (inner,) = [option for option in options if option is not type(None)]
@@ -398,16 +398,8 @@ def _check(hint: Any) -> Check:
     if origin is list or hint is list:
         return _of_type(list, "expected an array")
     if attrs.has(hint):
-        return functools.partial(_nested, hint)
+        return functools.partial(_decode_class, hint)
     raise TypeError(f"params of type {hint!r} are not supported")
-
-
-def _any(value: Any, path: str) -> Any:
-    return value
-
-
-def _nested(cls: type[Any], value: Any, path: str) -> Any:
-    return _decode_class(cls, value, path)
 
 
 def _optional(check: Check) -> Check:
@@ -505,10 +497,12 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
     if "clientName" in params:
         seed001 = decode_params(Initialize001, params)
         ctx.set_client(seed001.client_name, seed001.client_version, seed001.capabilities or {})
+        capabilities_001 = table.capabilities_001()  # no stream to a client that takes none:
+        capabilities_001["streaming"] &= ctx.client_capabilities.get("streaming") is not False
         return {
             "serverName": "codexcore",
             "serverVersion": __version__,
-            "capabilities": table.capabilities_001(),
+            "capabilities": capabilities_001,
         }
     seed000 = decode_params(Initialize000, params)
     ctx.set_client(seed000.client.name, seed000.client.version, seed000.ui_capabilities or {})
@@ -546,8 +540,13 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.chat._chat"),
-        ("chat", "exit"),
+        ("chat", "exit", "generate", "customize"),
         unbounded=("exit",),
+    ),
+    MethodGroup(
+        _registered_by("codexcore.adapters.jsonrpc._cancel", "add_cancel_method"),
+        ("$/cancelRequest",),
+        unbounded=("$/cancelRequest",),
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.session_socket._methods", "add_control_methods"),

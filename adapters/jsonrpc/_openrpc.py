@@ -92,7 +92,7 @@ def _error_names(method: Method[Any], table: MethodTable) -> list[str]:
             listed = bounded
         else:
             listed = error.code in COMMON_ERRORS or error.code in method.errors
-        if listed:
+        if listed and (not error.methods or method.name in error.methods):
             names.append(error.name)
     return names
 

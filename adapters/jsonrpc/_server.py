@@ -33,7 +33,7 @@ from codexcore.adapters.transports._credential import Credential
 from codexcore.adapters.transports._framing import Item
 from codexcore.protocol import Event, decode_event
 
-from ._errors import SERVER_ERROR
+from ._errors import REQUEST_CANCELLED, SERVER_ERROR
 from ._machine import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -116,6 +116,18 @@ class RpcContext:
         self.attachment: Attachment | None = None
         self.follower: asyncio.Task[None] | None = None
         self._finishing: asyncio.Future[None] | None = None  # see _deliver_now
+        self._running: dict[Any, asyncio.Task[None]] = {}  # requests in a task, by id
+        self._cancelled: set[Any] = set()  # ids $/cancelRequest named while they ran
+
+    def cancel(self, request_id: Any) -> bool:
+        """``$/cancelRequest``: cancel the handler of request ``request_id`` if it still
+        runs (it is answered -32800); False when no such request is running."""
+        task = self._running.get(request_id)
+        if task is None or task.done() or isinstance(request_id, bool):
+            return False
+        self._cancelled.add(request_id)
+        task.cancel()
+        return True
 
     def set_client(self, name: str, version: str, capabilities: Mapping[str, Any]) -> None:
         """Record what ``initialize`` said (later handlers read ``client_capabilities``)."""
@@ -330,6 +342,15 @@ async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
         if method is None:
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
         result = await method.handler(ctx, decode_params(method.params, call.params))
+    except asyncio.CancelledError:
+        if call.notification or call.id not in ctx._cancelled:
+            raise  # the connection is ending
+        ctx._cancelled.discard(call.id)
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        log.info("request cancelled", method=call.method)
+        error = RpcError(REQUEST_CANCELLED, f"Request cancelled: {call.method}")
     except RpcError as exc:
         error = exc
         if call.notification:
@@ -344,6 +365,10 @@ async def run_call(ctx: RpcContext, machine: RpcMachine, call: Call) -> bytes:
     except TypeError:
         log.exception("method result is not JSON", method=call.method)
         return machine.reply(call, None, _internal(call))
+
+
+def _hashable(request_id: Any) -> bool:
+    return isinstance(request_id, int | float | str)
 
 
 def _internal(call: Call) -> RpcError:
@@ -508,10 +533,16 @@ class RpcConnection:
             self.unstarted.discard(asyncio.current_task())
         after: list[Callable[[], Awaitable[None]]] = []
         token = _AFTER_ANSWER.set(after)
+        running = self.ctx._running
+        task = asyncio.current_task() if in_task and not call.notification else None
+        if task is not None and _hashable(call.id):
+            running[call.id] = task
         try:
             data = await run_call(self.ctx, self.machine, call)
         finally:
             _AFTER_ANSWER.reset(token)
+            if task is not None and running.get(call.id) is task:
+                del running[call.id]
         with self.outbox.held() if after else contextlib.nullcontext():
             if data:
                 await self.outbox.put(data)

@@ -258,6 +258,7 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
         handshake_timeout=args.handshake_timeout,
         max_line_bytes=args.max_line_bytes,
         control=host_control_config(loaded.settings.control, os.environ),
+        chat_prompts=loaded.settings.chat_prompts,
     )
 
 

@@ -1,93 +1,60 @@
-"""Seed 001 on the JSON-RPC dialect: ``chat`` with its ``stream/chunk`` notifications, and ``exit``.
+"""The Copilot-CLI-style chat protocol on the JSON-RPC dialect: ``chat`` with its
+``stream/chunk`` notifications, and ``exit``; ``generate`` and ``customize`` are in
+:mod:`._generate`, the queue they share in :mod:`._jobs`.
 
-Seed 001 is a desktop app driving a CLI child over stdio. Its methods map
-onto the engine as follows (``docs/jsonrpc.md``, "Seed 001", says the same for
-clients):
+The protocol is a desktop app driving a CLI child over stdio. Its methods map
+onto the engine as follows (``docs/jsonrpc.md`` says the same for clients):
 
 =============  ================================================================
-seed 001       engine
+protocol       engine
 =============  ================================================================
 ``chat``       one ``user_input`` Task on the connection's session; one at a
-               time per connection, in the order they came (a chat sent while
-               another runs waits its turn, and counts as pending meanwhile)
+               time per connection, in the order they came (a request sent
+               while another runs waits its turn, and counts as pending)
 stream/chunk   each ``agent_message_delta`` of that Task, in order, ``index``
                from 0; ``"\\n\\n"`` between two agent messages; a last chunk
-               ``""`` with ``done: true`` once the Task has ended
+               ``""`` with ``done: true`` once the Task has ended (none at all
+               when ``initialize`` said ``capabilities.streaming: false``)
 result         ``{message: task_complete.last_agent_message, suggestions: []}``
-errors         ``turn_aborted`` and ``error`` -> -32000 (-32603 for the
-               engine's ``internal``), after the ``done`` chunk
+errors         ``turn_aborted`` and ``error`` -> -32000 (-32003 when the input
+               exceeds the context window, -32603 for the engine's
+               ``internal``), after the ``done`` chunk
 approvals      the session's policy decides; what it would ask a user is
-               denied (the seed has no confirm request), the model is told why
-``exit``       queued chats are answered -32000, the running one is
+               denied (the protocol has no confirm request), the model is told why
+``exit``       queued requests are answered -32000, the running one is
                interrupted, then the session is shut down (the stdio server
                exits 0)
 =============  ================================================================
-
-``generate`` and ``customize`` (code generation from an API spec) have no
-counterpart in the engine: they stay unregistered, so they answer -32601 and
-``initialize`` reports ``codeGeneration`` and ``customization`` false.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import json
-import weakref
 from typing import Any
 
 import attrs
 import orjson
 
-from codexcore._logging import get_logger
-from codexcore.adapters.host._host import Attachment, NotAccepted
 from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
-from codexcore.adapters.jsonrpc._machine import INTERNAL_ERROR, INVALID_REQUEST, Id, RpcError
+from codexcore.adapters.jsonrpc._machine import INVALID_REQUEST, Id, RpcError
 from codexcore.adapters.jsonrpc._methods import MethodTable
 from codexcore.adapters.jsonrpc._schemas import CHAT_RESULT, CHUNK
 from codexcore.adapters.jsonrpc._server import RpcContext, current_call
 from codexcore.protocol import (
-    AgentMessage,
-    AgentMessageDelta,
-    ApplyPatchApprovalRequest,
-    ErrorEvent,
-    Event,
     EventMsg,
-    ExecApproval,
-    ExecApprovalRequest,
-    Interrupt,
-    PatchApproval,
-    Submission,
     TaskComplete,
     TextInput,
-    TurnAborted,
     UserInput,
-    decode_event,
 )
+from codexcore.protocol._wire import Tagged
 
-log = get_logger(__name__)
+from ._deltas import _DELTA_LAYOUT, _DELTA_MIDDLE, _DONE, _NOT_DONE, _json
+from ._generate import CONTEXT_TOO_LARGE, register_generation
+from ._jobs import NO_APPROVER, Job, job_key, jobs_of, task_error
+
+__all__ = ["NO_APPROVER", "SEPARATOR", "ChatJob", "register"]
 
 CHAT_FAILED = SERVER_ERROR
-"""A chat whose Task did not complete (seed 001's -32000, its generic failure code)."""
-
-NO_APPROVER = (
-    "nobody can approve this: the client (the Copilot-CLI-style chat) has no approval dialog, "
-    "and the approval policy asks for it"
-)
-"""The reason a denied approval carries: the model is told it, as a user's reason."""
-
-_WANTED = frozenset(
-    msg.TYPE
-    for msg in (
-        AgentMessage,
-        TaskComplete,
-        TurnAborted,
-        ErrorEvent,
-        ExecApprovalRequest,
-        ApplyPatchApprovalRequest,
-    )
-)
-"""The events of a chat's Task that matter to it, besides its deltas."""
+"""A chat whose Task did not complete (the protocol's -32000, its generic failure code)."""
 
 SEPARATOR = "\n\n"
 """Streamed between two agent messages of one Task, so the chunks read as text."""
@@ -102,25 +69,7 @@ class ChatParams:
     context: dict[str, Any] | None = None
 
 
-def _json(value: Any) -> bytes:
-    """``value`` as JSON (an id beyond 64 bits too, digit for digit)."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False).encode()
-
-
-_DELTA_LAYOUT = [f.name for f in attrs.fields(Event)] == ["id", "seq", "msg"] and [
-    f.name for f in attrs.fields(AgentMessageDelta)
-] == ["delta"]
-"""Whether a delta event's encoding ends with its text (``..."delta":"TEXT"}}``), which
-:meth:`_Chat.take_deltas` reads without parsing. It holds while the envelope's last field
-is ``msg`` and a delta's only field is ``delta``; if it ever fails, deltas are parsed."""
-
-_DELTA_MIDDLE = b',"msg":{"type":"' + AgentMessageDelta.TYPE.encode() + b'","delta":'
 _SEPARATOR_JSON = _json(SEPARATOR)
-_NOT_DONE = b',"done":false,"index":%d}}\n'
-_DONE = b',"done":true,"index":%d}}\n'
 
 
 class _Chat:
@@ -144,7 +93,6 @@ class _Chat:
         self.index = 0
         self.streamed = False  # a delta of the current agent message was sent
         self.between = False  # an agent message ended; a separator precedes the next text
-        self.inbox: asyncio.Queue[EventMsg] = asyncio.Queue()
         self.event_head = b'{"id":' + _json(sub_id) + b',"seq":'
         params = b'"params":{"requestId":' + _json(request_id) + b',"chunk":'
         self.line_head = b'{"jsonrpc":"2.0","method":"stream/chunk",' + params
@@ -203,192 +151,121 @@ class _Chat:
         return self.line_head + text + (_DONE if done else _NOT_DONE) % index
 
 
-class Chats:
-    """A connection's chats: one Task at a time, in arrival order (``asyncio.Lock`` is FIFO,
-    and each call's task reaches the lock in the order the calls were read)."""
+class ChatJob(Job):
+    """A ``chat``: one ``user_input`` Task, its text streamed as it comes (:class:`_Chat`).
 
-    def __init__(self, ctx: RpcContext) -> None:
-        # Weak: the connection's table of chats (_CHATS) must not keep its context alive.
-        self._ctx = weakref.ref(ctx)
-        self.turn = asyncio.Lock()
-        self.current: _Chat | None = None
-        self.attachment: Attachment | None = None
-        self.exiting = False
-        self.active = 0  # chats inside their handler, queued or running
-        self.idle = asyncio.Event()
-        self.idle.set()
-        self._ids = itertools.count(1)
+    A retry of the same chat joins it: the joining request gets the text so far as
+    one chunk, then every chunk under its own ``requestId`` (a :class:`_Chat` of its
+    own, fed the same events). The first request's chunks are kept until the Task
+    ends, for such a catch-up.
+    """
 
-    @property
-    def ctx(self) -> RpcContext:
-        ctx = self._ctx()
-        if ctx is None:  # only a handler or a listener asks, and their connection holds it
-            raise RuntimeError("the connection of these chats is gone")
-        return ctx
+    kind = "chat"
 
-    async def run(self, request_id: Id, message: str) -> dict[str, Any]:
-        self.active += 1
-        self.idle.clear()
-        try:
-            async with self.turn:
-                self._refuse_if_exiting()
-                attachment = await self._session()
-                self._refuse_if_exiting()  # exit may have come while the session was made
-                chat = _Chat(request_id, f"chat-{next(self._ids)}")
-                self.current = chat
-                try:
-                    return await self._task(chat, attachment, message)
-                finally:
-                    if self.current is chat:
-                        self.current = None
-        finally:
-            self.active -= 1
-            if not self.active:
-                self.idle.set()
+    def __init__(self, request_id: Id, message: str, *, quiet: bool, key: bytes) -> None:
+        super().__init__(request_id, quiet=quiet, key=key)
+        self.text = message
+        self.stream: _Chat | None = None
+        self.sent: list[bytes] = []  # the first request's chunk lines
+        self.first_left = False  # the first request was cancelled; others wait
+        self.others: dict[Id, _Chat] = {}
 
-    def _refuse_if_exiting(self) -> None:
-        if self.exiting:
-            raise RpcError(
-                CHAT_FAILED, "the server is exiting: this chat was not run", {"code": "exiting"}
-            )
+    def ops(self) -> list[Tagged]:
+        # The requests waiting now: the first streams as usual, retries that joined
+        # while the chat was queued each get a stream of their own.
+        first, *others = self.requests
+        self.stream = _Chat(first, self.sub_id)
+        self.others = {request_id: _Chat(request_id, self.sub_id) for request_id in others}
+        return [UserInput((TextInput(self.text),))]
 
-    async def _session(self) -> Attachment:
-        if self.attachment is None:
-            self.attachment = await self.ctx.session()
-            self.ctx.on_raw_events(self.listen)
-        return self.attachment
+    def _all(self) -> list[_Chat]:
+        assert self.stream is not None
+        return [self.stream, *self.others.values()]
 
-    async def _task(self, chat: _Chat, attachment: Attachment, message: str) -> dict[str, Any]:
-        await self._submit(attachment, chat.sub_id, UserInput((TextInput(message),)))
-        while True:
-            msg = await chat.inbox.get()
-            if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
-                await self._deny(attachment, chat, msg)
-                continue
-            return _answer(msg)
+    def _keep(self, mine: list[bytes], into: list[bytes]) -> None:
+        self.sent += mine
+        if not self.first_left:
+            into += mine
 
-    async def _deny(
-        self,
-        attachment: Attachment,
-        chat: _Chat,
-        request: ExecApprovalRequest | ApplyPatchApprovalRequest,
-    ) -> None:
-        log.info("approval denied: no one to ask", call=request.call_id, dialect="copilot-chat")
-        op = (
-            ExecApproval(request.call_id, "denied", NO_APPROVER)
-            if isinstance(request, ExecApprovalRequest)
-            else PatchApproval(request.call_id, "denied", NO_APPROVER)
-        )
-        await self._submit(attachment, f"{chat.sub_id}-deny-{request.call_id}", op)
+    def take_deltas(self, batch: list[bytes], start: int, into: list[bytes]) -> int:
+        assert self.stream is not None
+        mine: list[bytes] = []
+        at = self.stream.take_deltas(batch, start, mine)
+        self._keep(mine, into)
+        for other in self.others.values():
+            other.take_deltas(batch, start, into)
+        return at
 
-    @staticmethod
-    async def _submit(attachment: Attachment, sub_id: str, op: Any) -> None:
-        try:
-            await attachment.submit(Submission(sub_id, op))
-        except NotAccepted as exc:
-            error = RpcError(CHAT_FAILED, f"the chat failed: {exc.message}", {"code": exc.code})
-            raise error from None
+    def delta(self, text: str, into: list[bytes]) -> None:
+        mine: list[bytes] = []
+        for n, stream in enumerate(self._all()):
+            stream.streamed = True
+            stream.lines(_json(text), mine if n == 0 else into)
+        self._keep(mine, into)
 
-    async def listen(self, batch: list[bytes]) -> None:
-        """A batch of the session's events (encoded): the running chat's are streamed
-        (its deltas as one write) and answered."""
-        chat = self.current
-        lines: list[bytes] = []
-        at = 0
-        while chat is not None and at < len(batch):
-            at = chat.take_deltas(batch, at, lines)
-            if at == len(batch):
-                break
-            raw = orjson.loads(batch[at])
-            at += 1
-            if raw["id"] != chat.sub_id:
-                continue
-            kind = raw["msg"]["type"]
-            if kind == AgentMessageDelta.TYPE:  # encoded otherwise than take_deltas knows
-                chat.streamed = True
-                chat.lines(_json(raw["msg"]["delta"]), lines)
-            elif kind in _WANTED:
-                await self.ctx.send_lines(lines)  # in order, before what it brings
-                lines = []
-                await self._event(chat, decode_event(raw).msg)
-                chat = self.current
-        await self.ctx.send_lines(lines)
+    def message(self, text: str, into: list[bytes]) -> None:
+        mine: list[bytes] = []
+        for n, stream in enumerate(self._all()):
+            if not stream.streamed:  # a message that came whole, without deltas
+                stream.lines(_json(text), mine if n == 0 else into)
+            stream.streamed, stream.between = False, True
+        self._keep(mine, into)
 
-    async def _event(self, chat: _Chat, msg: EventMsg) -> None:
-        if isinstance(msg, AgentMessage):
-            lines: list[bytes] = []
-            if not chat.streamed:  # a message that came whole, without deltas
-                chat.lines(_json(msg.message), lines)
-            chat.streamed, chat.between = False, True
-            await self.ctx.send_lines(lines)
-        elif isinstance(msg, TaskComplete | TurnAborted | ErrorEvent):
-            self.current = None  # nothing more of this Task is streamed
-            await self.ctx.send_lines([chat.line(b'""', done=True)])  # before the answer
-            chat.inbox.put_nowait(msg)
-        else:  # an approval request
-            chat.inbox.put_nowait(msg)
+    def end(self, msg: EventMsg, into: list[bytes]) -> None:
+        streams = self._all()
+        if self.first_left:
+            streams = streams[1:]
+        into += [stream.line(b'""', done=True) for stream in streams]
 
-    async def exit(self) -> None:
-        """Answer every chat (queued: refused; running: interrupted), then end the session."""
-        self.exiting = True
-        chat, attachment = self.current, self.attachment
-        if chat is not None and attachment is not None:
-            await self._submit(attachment, f"{chat.sub_id}-exit", Interrupt())
-        await self.idle.wait()
-        attachment = self.attachment  # a chat may have made the session meanwhile
-        if attachment is None:
-            log.info("exit: no session to shut down", dialect="copilot-chat")
-            self.ctx.over.set()
-        else:
-            log.info("exit: shutting the session down", session=attachment.session_id)
-            self.ctx.host.end_session(attachment.session_id)
+    def joined(self, request_id: Id, into: list[bytes]) -> None:
+        if self.stream is None:  # still queued: it starts with its stream (ops)
+            return
+        other = _Chat(request_id, self.sub_id)
+        other.streamed, other.between = self.stream.streamed, self.stream.between
+        head = len(self.stream.line_head)
+        texts = [line[head : line.rindex(b',"done":')] for line in self.sent]
+        so_far = "".join(orjson.loads(text) for text in texts)
+        if so_far:
+            into.append(other.line(_json(so_far)))
+        self.others[request_id] = other
+
+    def left(self, request_id: Id) -> None:
+        if self.stream is None:  # still queued: the requests left are those it starts with
+            return
+        if self.others.pop(request_id, None) is None:
+            self.first_left = True
+
+    def answer(self, msg: EventMsg) -> dict[str, Any]:
+        return _answer(msg)
 
 
 def _answer(msg: EventMsg) -> dict[str, Any]:
     """The chat's result, from its Task's terminal event; raises its error."""
     if isinstance(msg, TaskComplete):
         return {"message": msg.last_agent_message or "", "suggestions": []}
-    if isinstance(msg, TurnAborted):
-        raise RpcError(
-            CHAT_FAILED,
-            f"the chat was aborted ({msg.reason})",
-            {"code": "aborted", "reason": msg.reason},
-        )
-    assert isinstance(msg, ErrorEvent)
-    if msg.code == "internal":
-        log.error("chat failed inside the engine", error=msg.message)
-        raise RpcError(INTERNAL_ERROR, "Internal error in chat", {"code": msg.code})
-    raise RpcError(CHAT_FAILED, f"the chat failed: {msg.message}", {"code": msg.code})
-
-
-_CHATS: weakref.WeakKeyDictionary[RpcContext, Chats] = weakref.WeakKeyDictionary()
-
-
-def _chats(ctx: RpcContext) -> Chats:
-    chats = _CHATS.get(ctx)
-    if chats is None:
-        chats = _CHATS[ctx] = Chats(ctx)
-    return chats
+    raise task_error(msg, CHAT_FAILED, "chat")
 
 
 async def chat(ctx: RpcContext, params: ChatParams) -> dict[str, Any]:
-    """Seed 001's ``chat``: one Task; its text streamed as ``stream/chunk``; then the result."""
+    """``chat``: one Task; its text streamed as ``stream/chunk``; then the result."""
     call = current_call()
     if call.notification:
         raise RpcError(
             INVALID_REQUEST, "Invalid Request: chat needs an id (its answer is a response)"
         )
-    return await _chats(ctx).run(call.id, params.message)
+    jobs = jobs_of(ctx)
+    job = ChatJob(call.id, params.message, quiet=not jobs.streaming, key=job_key("chat"))
+    return await jobs.run(call.id, job)
 
 
 async def exit_(ctx: RpcContext, params: dict[str, Any]) -> None:
-    """Seed 001's ``exit`` notification. Sent as a request, it is answered ``null``
-    once the chats are answered, as the session's shutdown begins."""
-    await _chats(ctx).exit()
+    """The ``exit`` notification. Sent as a request, it is answered ``null``
+    once the requests are answered, as the session's shutdown begins."""
+    await jobs_of(ctx).exit()
 
 
 def register(table: MethodTable) -> None:
-    """Add seed 001's methods to ``table``."""
+    """Add the Copilot-CLI-style chat protocol's methods to ``table``."""
     table.add(
         "chat",
         chat,
@@ -396,14 +273,15 @@ def register(table: MethodTable) -> None:
         summary="Run one Task; its text streams as stream/chunk, then this answers",
         result=CHAT_RESULT,
         notifications=("stream/chunk",),
-        errors=(CHAT_FAILED,),
+        errors=(CHAT_FAILED, CONTEXT_TOO_LARGE),
     )
     table.add(
         "exit",
         exit_,
         dict,
         bounded=False,
-        summary="(A notification) answer every chat, then end the session and a stdio server",
+        summary="(A notification) answer every request, then end the session and a stdio server",
         result={"type": "null"},
     )
     table.sends("stream/chunk", "Copilot-CLI-style chat: a piece of a chat's text, in order", CHUNK)
+    register_generation(table)
