@@ -496,8 +496,8 @@ NOT_SENT: Mapping[str, str] = {
     "mcp_startup_update": "the servers' states are mcp.list's answer",
     "mcp_startup_complete": "the servers' states are mcp.list's answer",
     "mcp_list_tools_response": "answers mcp.list's list_mcp_tools: becomes that method's result",
-    "request_user_input": "never emitted here: this dialect does not turn ask_user on (yet), "
-    "so the model is not offered the tool",
+    "request_user_input": "asked of the UI as ui.pick.request or ui.prompt.request "
+    "(codelia/_ask.py), with run.status awaiting_ui",
 }
 """EventMsg types no Codelia UI is sent (a client that asked for codexcore events gets them)."""
 

@@ -41,6 +41,7 @@ from codexcore.protocol import (
     McpListToolsResponse,
     Op,
     PatchApproval,
+    RequestUserInput,
     ReviewDecision,
     SessionConfigured,
     ShutdownComplete,
@@ -77,6 +78,7 @@ READ_TYPED = frozenset(
         ShutdownComplete.TYPE,
         TokenCount.TYPE,
         TurnComplete.TYPE,
+        RequestUserInput.TYPE,
     }
 )
 """The event types this module reads as typed ``Event`` objects (:meth:`Codelia.on_event`);
@@ -85,7 +87,7 @@ costs several times parsing it."""
 
 KEPT_RUNS = 100
 """Finished runs remembered per connection, so run.cancel can answer with their status."""
-NO_CONFIRM = "denied: the UI cannot ask for confirmation (it did not declare supports_confirm)"
+NO_CONFIRM = "the UI cannot ask for confirmation (its initialize said supports_confirm: false)"
 
 
 class Run:
@@ -125,6 +127,7 @@ class Codelia:
     effort: str | None = None
     cwd: str | None = None  # the session's, to show patch paths inside it short
     chosen: bool = False  # model.set was used on this connection
+    ask_user_set: bool = False  # the session was told this UI answers the model's questions
     waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
     answers: dict[str, tuple[type, ...]] = attrs.field(factory=dict)  # what each waiter waits for
     tasks: set[asyncio.Task[None]] = attrs.field(factory=set)
@@ -299,6 +302,8 @@ class Codelia:
                 await self.finish(run, *terminal)
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             await self.approval(run, msg)
+        elif isinstance(msg, RequestUserInput):
+            await self.question(run, msg)
 
     async def send_event(self, run: Run, event: AgentEvent, meta: Mapping[str, Any]) -> None:
         params = {"run_id": run.id, "seq": run.seq, "event": event, "meta": meta}
@@ -363,14 +368,26 @@ class Codelia:
     async def approval(
         self, run: Run, request: ExecApprovalRequest | ApplyPatchApprovalRequest
     ) -> None:
-        if self.ctx.client_capabilities.get("supports_confirm") is not True:
+        # Only a UI that said it cannot confirm is not asked: one whose initialize
+        # carries no ui_capabilities (the protocol's own example) is.
+        if self.ctx.client_capabilities.get("supports_confirm") is False:
             await self.decide(run, request, "denied", NO_CONFIRM)
             return
+        await self.wait_for_ui(run, self.confirm(run, request), "waiting for confirmation")
+
+    async def question(self, run: Run, request: RequestUserInput) -> None:
+        from ._ask import ask
+
+        await self.wait_for_ui(run, ask(self, run, request), "waiting for the user's answer")
+
+    async def wait_for_ui(self, run: Run, asking: Any, why: str) -> None:
+        """``run.status awaiting_ui``, then ``asking`` in a task the run's end cancels."""
         async with run.lock:
             if run.finished:
+                asking.close()
                 return
-            await self.send_status(run, "awaiting_ui", "waiting for confirmation")
-        task = self.spawn(self.confirm(run, request))
+            await self.send_status(run, "awaiting_ui", why)
+        task = self.spawn(asking)
         run.confirms.add(task)
         task.add_done_callback(run.confirms.discard)
 
