@@ -339,7 +339,8 @@ class Codelia:
         if isinstance(msg, TokenCount):
             run.diagnostics.token_count(msg)
         elif isinstance(msg, TurnComplete):
-            call = run.diagnostics.llm_call(msg, current_model(self))
+            prices = self.ctx.host.engine_config.models.details
+            call = run.diagnostics.llm_call(msg, current_model(self), prices)
             await self.ctx.notify("run.diagnostics", call)
 
     async def finish(self, run: Run, status: str, message: str | None) -> None:
