@@ -133,6 +133,7 @@ model_auto_compact_token_limit = 200000
 instructions = "Be brief."
 log_level = "INFO"
 project_doc_max_bytes = 4096
+tui_theme = "iris"
 
 [provider]
 base_url = "https://example.test/v1/"
@@ -162,6 +163,7 @@ def test_every_key_of_the_file(tmp_path: Path) -> None:
         model_auto_compact_token_limit=200_000,
         log_level="info",
         project_doc_max_bytes=4096,
+        tui_theme="iris",
         provider=ProviderSettings(
             base_url="https://example.test/v1",
             api_key_env="EXAMPLE_KEY",
@@ -258,6 +260,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "instructions": {"file": "i-file", "profile": "i-profile", "flag": "i-flag"},
     "log_level": {"file": "debug", "profile": "info", "env": "error", "flag": "warning"},
     "project_doc_max_bytes": {"file": 100, "profile": 0, "flag": 4096},
+    "tui_theme": {"file": "ocean", "profile": "forest", "flag": "rose"},
     "provider.base_url": {
         "file": "http://file.test/v1",
         "profile": "http://profile.test/v1",

@@ -239,6 +239,8 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
         handshake_timeout=args.handshake_timeout,
         max_line_bytes=args.max_line_bytes,
         control=host_control_config(loaded.settings.control, os.environ),
+        tui_theme=loaded.settings.tui_theme,
+        config_file=loaded.path,
     )
 
 
