@@ -172,9 +172,7 @@ async def test_a_prompt_only_ui_answers_options_in_words(tmp_path: Path) -> None
         assert "Answer with one of: Export, Search" in again["params"]["message"]
         await reply(ui, again, {"value": "Export"})
         assert await ui.run_to_end(run_id) == "completed"
-        assert json.loads(tool_output(http.model))["answers"] == {
-            "extras": {"answers": ["Export"]}
-        }
+        assert json.loads(tool_output(http.model))["answers"] == {"extras": {"answers": ["Export"]}}
         await finish(ui)
 
 

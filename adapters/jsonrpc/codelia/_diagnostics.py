@@ -120,7 +120,8 @@ def cost_usd(usage: TokenCount | None, details: ModelDetails) -> float | None:
     """What one request cost at the catalogue's list prices (USD per million tokens):
     uncached input, cached input (at the input price where no cached price is
     published) and output. None without usage or without a published price."""
-    price_in, price_out = details.cost_per_1m_input_tokens_usd, details.cost_per_1m_output_tokens_usd
+    price_in = details.cost_per_1m_input_tokens_usd
+    price_out = details.cost_per_1m_output_tokens_usd
     if usage is None or price_in is None or price_out is None:
         return None
     price_cached = details.cost_per_1m_cached_input_tokens_usd
