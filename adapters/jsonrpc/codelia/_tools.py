@@ -10,6 +10,9 @@ saying why it cannot run here:
 * ``read_file {path, max_bytes = 65536}``: a regular file inside the session's
   cwd (the sandbox root; symlinks resolved), its first ``max_bytes`` bytes (at
   most 1 MiB) as UTF-8 text: ``{path, content, size_bytes, truncated}``.
+* ``tool_output_cache {ref_id, offset = 0, limit = 2000}``: lines of a long
+  ``shell.exec`` output kept whole (:mod:`._output_cache`), ``{ref_id, content,
+  offset, total_lines, next_offset}``.
 * ``apply_patch``, ``view_image``, ``update_plan``, ``request_user_input``: they
   belong to a Task (a patch's approval, record and diff are the Task's; an image
   is attached to the model's next request; a plan is the Task's; a question is
@@ -27,12 +30,13 @@ import attrs
 from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
 from codexcore.adapters.jsonrpc._methods import decode_params
 
+from ._output_cache import CACHE_READ_RESULT, CacheRead, read_cached
 from ._shell import SHELL_EXEC_RESULT, ShellExecParams, shell_exec
 
 if TYPE_CHECKING:
     from codexcore.adapters.jsonrpc._server import RpcContext
 
-TOOLS = ("shell", "read_file")
+TOOLS = ("shell", "read_file", "tool_output_cache")
 """The built-in tools ``tool.call`` serves."""
 
 READ_DEFAULT = 64 * 1024
@@ -58,11 +62,22 @@ _SHELL_ARGUMENTS = {
     },
     "required": ["command"],
 }
+_CACHE_ARGUMENTS = {
+    "type": "object",
+    "properties": {
+        "ref_id": {"type": "string"},
+        "offset": {"type": "integer", "minimum": 0},
+        "limit": {"type": "integer", "minimum": 1},
+    },
+    "required": ["ref_id"],
+}
 _READ_ARGUMENTS = {
     "type": "object",
     "properties": {"path": {"type": "string"}, "max_bytes": {"type": "integer", "minimum": 1}},
     "required": ["path"],
 }
+
+_ARGUMENTS = {"oneOf": [_SHELL_ARGUMENTS, _READ_ARGUMENTS, _CACHE_ARGUMENTS]}
 
 
 @attrs.frozen
@@ -70,9 +85,7 @@ class ToolCall:
     """``arguments`` is optional, as in the protocol; a tool that needs some says which."""
 
     name: str = attrs.field(metadata={"schema": {"enum": list(TOOLS)}})
-    arguments: dict[str, Any] | None = attrs.field(
-        default=None, metadata={"schema": {"oneOf": [_SHELL_ARGUMENTS, _READ_ARGUMENTS]}}
-    )
+    arguments: dict[str, Any] | None = attrs.field(default=None, metadata={"schema": _ARGUMENTS})
 
 
 @attrs.frozen
@@ -97,6 +110,9 @@ async def tool_call(ctx: RpcContext, params: ToolCall) -> dict[str, Any]:
     arguments = params.arguments or {}
     if params.name == "read_file":
         return await _read_file(ctx, decode_params(ReadFile, arguments, "params.arguments"))
+    if params.name == "tool_output_cache":
+        read = decode_params(CacheRead, arguments, "params.arguments")
+        return {"ok": True, "result": read_cached(ctx, read)}
     shell = decode_params(ShellExecParams, arguments, "params.arguments")
     try:
         result = await shell_exec(ctx, shell)
@@ -161,7 +177,7 @@ TOOL_CALL_RESULT: dict[str, Any] = {
     "type": "object",
     "properties": {
         "ok": {"type": "boolean"},
-        "result": {"oneOf": [SHELL_EXEC_RESULT, READ_FILE_RESULT]},
+        "result": {"oneOf": [SHELL_EXEC_RESULT, READ_FILE_RESULT, CACHE_READ_RESULT]},
     },
     "required": ["ok", "result"],
 }
