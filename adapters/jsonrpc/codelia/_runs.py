@@ -323,13 +323,8 @@ class Codelia:
         """``run.context`` from the engine's ``token_count.info``: how much of the
         answering model's context window the last request left (its usage is
         what the conversation fills now)."""
-        info = usage.info
-        if info is not None and info.model_context_window:
-            window, used = info.model_context_window, info.last_token_usage.total_tokens
-        else:  # an engine that reports no info: the catalogue's word on the model
-            window = self.ctx.host.engine_config.models.details(current_model(self)).context_window
-            used = usage.input_tokens + usage.output_tokens
-        left = max(0, min(100, round(100 * (1 - used / window))))
+        models = self.ctx.host.engine_config.models
+        left = context_left(usage, lambda: models.details(current_model(self)).context_window)
         await self.ctx.notify("run.context", {"run_id": run.id, "context_left_percent": left})
 
     async def diagnose(self, run: Run, msg: Any) -> None:
@@ -461,6 +456,18 @@ def agent_events(
     if not events and wants_codexcore:
         return [codexcore_event(wire["msg"])], {"codexcore": {"seq": event.seq}}
     return events, {"codexcore": wire}
+
+
+def context_left(usage: TokenCount, fallback_window: Callable[[], int]) -> int:
+    """``run.context``'s ``context_left_percent`` after ``usage``: how much of the
+    answering model's window the last request left (``fallback_window``: the
+    catalogue's word, for an engine that reports no info)."""
+    info = usage.info
+    if info is not None and info.model_context_window:
+        window, used = info.model_context_window, info.last_token_usage.total_tokens
+    else:
+        window, used = fallback_window(), usage.input_tokens + usage.output_tokens
+    return max(0, min(100, round(100 * (1 - used / window))))
 
 
 def terminal_status(msg: Any) -> tuple[str, str | None] | None:
