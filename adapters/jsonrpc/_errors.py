@@ -26,6 +26,7 @@ from ._machine import (
 SERVER_ERROR = -32000
 RUNTIME_BUSY = -32001
 RUN_NOT_FOUND = -32002
+USER_CANCELLED = -32003
 SESSION_NOT_FOUND = -32004
 SESSION_LOAD_FAILED = -32005
 SESSION_LIST_FAILED = -32006
@@ -54,11 +55,22 @@ ERRORS: tuple[ErrorCode, ...] = (
     ErrorCode(
         "ServerError",
         SERVER_ERROR,
-        "the runtime refused or failed: no session could be made or attached, the engine "
-        "did not accept the command, a chat's Task failed or was aborted; data.code says which",
+        "runtime internal error: the runtime failed inside (a fault in a method of the Codelia "
+        "runtime protocol, no session could be made or attached, the session ended under the "
+        "call), or a chat's Task failed or was aborted; data.code says which where known",
     ),
-    ErrorCode("RuntimeBusy", RUNTIME_BUSY, "a run is already active on this session"),
+    ErrorCode(
+        "RuntimeBusy",
+        RUNTIME_BUSY,
+        "runtime busy: a run is already active on this session, or another client controls it",
+    ),
     ErrorCode("RunNotFound", RUN_NOT_FOUND, "no run with this run_id"),
+    ErrorCode(
+        "UserCancelled",
+        USER_CANCELLED,
+        "user cancelled: what a UI may answer a ui.pick/ui.prompt/ui.confirm request with; "
+        "the runtime takes it as the user's cancel (it never answers it itself)",
+    ),
     ErrorCode(
         "TooManyRequests",
         TOO_MANY_REQUESTS,

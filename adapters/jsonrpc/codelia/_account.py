@@ -61,7 +61,7 @@ class AuthLogout:
 
 @attrs.frozen
 class ThemeSet:
-    name: str
+    name: str = attrs.field(metadata={"schema": {"enum": list(THEMES)}})
 
 
 def _busy(ctx: RpcContext) -> None:

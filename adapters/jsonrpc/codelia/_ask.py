@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from codexcore._logging import get_logger
+from codexcore.adapters.jsonrpc._errors import USER_CANCELLED
 from codexcore.adapters.jsonrpc._machine import RpcError
 from codexcore.protocol import (
     ConfigureSession,
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
-USER_CANCELLED = -32003
-"""The protocol's "user cancelled": a UI may answer a pick or a prompt with it."""
 OTHER_ID = "__other__"
 """The pick item that asks for the user's own words (the UI is then prompted)."""
 PROMPT_TRIES = 3

@@ -233,7 +233,7 @@ def add_context_methods(table: MethodTable) -> None:
         summary="Keep the UI's context (cwd, active file, selection) for the next run",
         result={"type": "null"},
     )
-    from ._tools import TOOL_CALL_RESULT, ToolCall, tool_call
+    from ._tools import TOOL_CALL_RESULT, ToolCall, ToolCallDocumented, tool_call
 
     table.add(
         "tool.call",
@@ -241,5 +241,6 @@ def add_context_methods(table: MethodTable) -> None:
         ToolCall,
         summary="Run a built-in tool (shell, read_file) directly, under the session's sandbox",
         result=TOOL_CALL_RESULT,
+        shapes=(ToolCallDocumented,),
         errors=(SERVER_ERROR,),
     )

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 SERVER_ERROR = -32000
+RUNTIME_BUSY = -32001
 
 READ_TYPED = frozenset(
     {
@@ -179,7 +180,7 @@ class Codelia:
         try:
             await attachment.submit(Submission(sub_id, op))
         except NotAccepted as exc:
-            raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
+            raise not_accepted(exc) from None
         return sub_id
 
     async def ask_engine(self, op: Op, answer: type = SessionConfigured) -> Event:
@@ -468,6 +469,13 @@ def context_left(usage: TokenCount, fallback_window: Callable[[], int]) -> int:
     else:
         window, used = fallback_window(), usage.input_tokens + usage.output_tokens
     return max(0, min(100, round(100 * (1 - used / window))))
+
+
+def not_accepted(exc: NotAccepted) -> RpcError:
+    """The protocol's code for a submission the session did not take: another client
+    controls it (-32001, runtime busy), or it ended (-32000, runtime internal error)."""
+    code = RUNTIME_BUSY if exc.code == "not_controller" else SERVER_ERROR
+    return RpcError(code, exc.message, {"code": exc.code})
 
 
 def terminal_status(msg: Any) -> tuple[str, str | None] | None:

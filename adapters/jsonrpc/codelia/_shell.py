@@ -124,7 +124,9 @@ async def shell_exec(ctx: RpcContext, params: ShellExecParams) -> dict[str, Any]
         try:
             await attachment.submit(Submission(sub_id, op))
         except NotAccepted as exc:
-            raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
+            from ._runs import not_accepted  # the run machinery, only on this path
+
+            raise not_accepted(exc) from None
         end = await _wait(ctx, ended)
     finally:
         shells.forget(sub_id)

@@ -89,6 +89,15 @@ class ToolCall:
 
 
 @attrs.frozen
+class ToolCallDocumented:
+    """What ``tool.call``'s params are documented as: every tool served takes arguments
+    (``arguments`` left out is taken, and the tool says which of its fields it misses)."""
+
+    name: str = attrs.field(metadata={"schema": {"enum": list(TOOLS)}})
+    arguments: dict[str, Any] = attrs.field(metadata={"schema": _ARGUMENTS})
+
+
+@attrs.frozen
 class ReadFile:
     path: str
     max_bytes: int = READ_DEFAULT
