@@ -215,7 +215,10 @@ async def test_tool_call_refuses_unknown_tools_and_bad_arguments_naming_them(
     assert "params.arguments.command: missing required field" in errors["5"]["message"]
     assert "params.arguments.cwd" in errors["6"]["message"]
     assert "'view_image' cannot run outside a Task" in errors["7"]["message"]
-    assert "unknown tool 'lane' (tool.call serves: shell, read_file)" in errors["8"]["message"]
+    assert (
+        "unknown tool 'lane' (tool.call serves: shell, read_file, tool_output_cache)"
+        in errors["8"]["message"]
+    )
 
 
 async def test_tool_call_read_file_reads_inside_the_sandbox_root_only(tmp_path: Path) -> None:
