@@ -502,7 +502,7 @@ def confirm_params(
     """
     if isinstance(request, ExecApprovalRequest):
         title = "Run command?"
-        lines = [shlex.join(request.command), f"in {request.cwd}"]
+        lines = [shown_command(request.command), f"in {request.cwd}"]
     else:
         title = "Apply patch?"
         lines = [
@@ -520,6 +520,17 @@ def confirm_params(
         "allow_remember": True,
         "allow_reason": True,
     }
+
+
+SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash"})
+
+
+def shown_command(argv: tuple[str, ...] | list[str]) -> str:
+    """A command as the user reads it: a shell's script (``bash -lc SCRIPT``) as written,
+    as the protocol's own example shows one; any other argv quoted for a shell."""
+    if len(argv) == 3 and argv[0] in SHELLS and argv[1] in ("-c", "-lc"):
+        return argv[2]
+    return shlex.join(argv)
 
 
 def _landing(path: str, target: str, cwd: str | None) -> str:
