@@ -20,7 +20,7 @@ from .test_codelia import SEED_000_INITIALIZE, SEED_000_RUN_START, Ui, finish, r
 
 pytestmark = pytest.mark.anyio
 
-QUESTIONS = {
+QUESTIONS: dict[str, list[dict[str, Any]]] = {
     "questions": [
         {
             "id": "storage",
