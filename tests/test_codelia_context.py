@@ -208,7 +208,7 @@ async def test_tool_call_refuses_unknown_tools_and_bad_arguments_naming_them(
         errors = {rid: answer["error"] for rid, answer in found.items()}
         await finish(ui)
     assert {e["code"] for e in errors.values()} == {-32602}
-    assert "'apply_patch' cannot run outside a Task" in errors["2"]["message"]
+    assert "params.arguments.patch: not applied: invalid patch" in errors["2"]["message"]
     assert "params.arguments.command: missing required field" in errors["3"]["message"]
     assert "params.arguments.command: expected a string" in errors["4"]["message"]
     # arguments is optional, as in the protocol: the tool names what it misses.
@@ -216,7 +216,7 @@ async def test_tool_call_refuses_unknown_tools_and_bad_arguments_naming_them(
     assert "params.arguments.cwd" in errors["6"]["message"]
     assert "'view_image' cannot run outside a Task" in errors["7"]["message"]
     assert (
-        "unknown tool 'lane' (tool.call serves: shell, read_file, tool_output_cache)"
+        "unknown tool 'lane' (tool.call serves: shell, read_file, tool_output_cache, apply_patch)"
         in errors["8"]["message"]
     )
 

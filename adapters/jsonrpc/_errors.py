@@ -68,8 +68,8 @@ ERRORS: tuple[ErrorCode, ...] = (
     ErrorCode(
         "UserCancelled",
         USER_CANCELLED,
-        "user cancelled: what a UI may answer a ui.pick/ui.prompt/ui.confirm request with; "
-        "the runtime takes it as the user's cancel (it never answers it itself)",
+        "user cancelled: a tool.call apply_patch the user declined; also what a UI may answer "
+        "a ui.pick/ui.prompt/ui.confirm request with, taken as the user's cancel",
     ),
     ErrorCode(
         "TooManyRequests",

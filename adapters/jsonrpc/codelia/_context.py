@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
+from codexcore.adapters.jsonrpc._errors import RUNTIME_BUSY, SERVER_ERROR, USER_CANCELLED
 from codexcore.adapters.jsonrpc._methods import decode_params
 from codexcore.protocol import InputItem, TextInput
 
@@ -242,5 +242,5 @@ def add_context_methods(table: MethodTable) -> None:
         summary="Run a built-in tool (shell, read_file) directly, under the session's sandbox",
         result=TOOL_CALL_RESULT,
         shapes=(ToolCallDocumented,),
-        errors=(SERVER_ERROR,),
+        errors=(SERVER_ERROR, RUNTIME_BUSY, USER_CANCELLED),
     )

@@ -129,6 +129,7 @@ class Codelia:
     cwd: str | None = None  # the session's, to show patch paths inside it short
     chosen: bool = False  # model.set was used on this connection
     ask_user_set: bool = False  # the session was told this UI answers the model's questions
+    configured: SessionConfigured | None = None  # the session's latest settings
     waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
     answers: dict[str, tuple[type, ...]] = attrs.field(factory=dict)  # what each waiter waits for
     tasks: set[asyncio.Task[None]] = attrs.field(factory=set)
@@ -252,6 +253,7 @@ class Codelia:
         msg = event.msg
         if isinstance(msg, SessionConfigured):
             self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
+            self.configured = msg
         waiter = self.waiters.get(event.id)
         if waiter is not None and not waiter.done() and isinstance(msg, self.answers[event.id]):
             waiter.set_result(event)  # what an ask_engine under this id waits for

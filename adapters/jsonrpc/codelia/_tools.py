@@ -13,10 +13,11 @@ saying why it cannot run here:
 * ``tool_output_cache {ref_id, offset = 0, limit = 2000}``: lines of a long
   ``shell.exec`` output kept whole (:mod:`._output_cache`), ``{ref_id, content,
   offset, total_lines, next_offset}``.
-* ``apply_patch``, ``view_image``, ``update_plan``, ``request_user_input``: they
-  belong to a Task (a patch's approval, record and diff are the Task's; an image
-  is attached to the model's next request; a plan is the Task's; a question is
-  the model's), so none of them runs here.
+* ``apply_patch {patch}``: under the engine's approval rules for a patch
+  (:mod:`._patch`); a denial is -32003 (user cancelled).
+* ``view_image``, ``update_plan``, ``request_user_input``: they belong to a Task
+  (an image is attached to the model's next request; a plan is the Task's; a
+  question is the model's), so none of them runs here.
 """
 
 from __future__ import annotations
@@ -36,15 +37,13 @@ from ._shell import SHELL_EXEC_RESULT, ShellExecParams, shell_exec
 if TYPE_CHECKING:
     from codexcore.adapters.jsonrpc._server import RpcContext
 
-TOOLS = ("shell", "read_file", "tool_output_cache")
+TOOLS = ("shell", "read_file", "tool_output_cache", "apply_patch")
 """The built-in tools ``tool.call`` serves."""
 
 READ_DEFAULT = 64 * 1024
 READ_MAX = 1024 * 1024
 
 NOT_HERE = {
-    "apply_patch": "a patch is applied inside a Task only (its approval, its record and "
-    "the turn's diff are the Task's); ask the model, or use the shell tool",
     "view_image": "view_image attaches an image to the model's next request, and only a "
     "Task makes one; send the image as an image_url part of run.start's input",
     "update_plan": "the plan is the running Task's own, updated by the model",
@@ -77,7 +76,12 @@ _READ_ARGUMENTS = {
     "required": ["path"],
 }
 
-_ARGUMENTS = {"oneOf": [_SHELL_ARGUMENTS, _READ_ARGUMENTS, _CACHE_ARGUMENTS]}
+_PATCH_ARGUMENTS = {
+    "type": "object",
+    "properties": {"patch": {"type": "string"}},
+    "required": ["patch"],
+}
+_ARGUMENTS = {"oneOf": [_SHELL_ARGUMENTS, _READ_ARGUMENTS, _CACHE_ARGUMENTS, _PATCH_ARGUMENTS]}
 
 
 @attrs.frozen
@@ -119,6 +123,10 @@ async def tool_call(ctx: RpcContext, params: ToolCall) -> dict[str, Any]:
     arguments = params.arguments or {}
     if params.name == "read_file":
         return await _read_file(ctx, decode_params(ReadFile, arguments, "params.arguments"))
+    if params.name == "apply_patch":
+        from ._patch import PatchArguments, apply_patch
+
+        return await apply_patch(ctx, decode_params(PatchArguments, arguments, "params.arguments"))
     if params.name == "tool_output_cache":
         read = decode_params(CacheRead, arguments, "params.arguments")
         return {"ok": True, "result": read_cached(ctx, read)}
@@ -182,11 +190,16 @@ READ_FILE_RESULT = {
     },
     "required": ["path", "content", "size_bytes", "truncated"],
 }
+PATCH_RESULT = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}, "files": {"type": "array"}},
+    "required": ["summary", "files"],
+}
 TOOL_CALL_RESULT: dict[str, Any] = {
     "type": "object",
     "properties": {
         "ok": {"type": "boolean"},
-        "result": {"oneOf": [SHELL_EXEC_RESULT, READ_FILE_RESULT, CACHE_READ_RESULT]},
+        "result": {"oneOf": [SHELL_EXEC_RESULT, READ_FILE_RESULT, CACHE_READ_RESULT, PATCH_RESULT]},
     },
     "required": ["ok", "result"],
 }
