@@ -62,8 +62,8 @@ async def turn_on(state: Codelia) -> None:
     answer (submitted ahead of the run's input, so no round trip is waited for)."""
     if state.ask_user_set or not can_ask(state.ctx.client_capabilities):
         return
-    state.ask_user_set = True
     await state.submit(ConfigureSession(ask_user=True))
+    state.ask_user_set = True
 
 
 async def ask(state: Codelia, run: Run, request: RequestUserInput) -> None:
