@@ -148,7 +148,8 @@ class Settings(Value):
     none is read). ``control`` is the ``[control]`` table (ATM-style control
     messages; top level only, not per profile). ``mcp_servers`` are the
     ``[mcp_servers.NAME]`` tables, checked (see ``docs/mcp.md``): each server's
-    ``McpServerConfig`` fields by name.
+    ``McpServerConfig`` fields by name. ``tui_theme`` is the theme a Codelia UI
+    is told to draw with (``initialize``'s ``tui.theme``; its ``theme.set`` writes it).
     """
 
     model: str = DEFAULT_MODEL
@@ -173,6 +174,7 @@ class Settings(Value):
     chat_prompts: str | None = None
     """The prompt file of the Copilot-CLI-style chat protocol's ``generate`` and
     ``customize`` (None: the one shipped in the package; ``docs/jsonrpc.md``)."""
+    tui_theme: str | None = None
 
     def engine_config(self, cwd: str | None = None, **changes: Any) -> EngineConfig:
         """The :class:`~codexcore.EngineConfig` these settings describe.
@@ -467,6 +469,13 @@ def _expand_user(path: str, user_home: str | None) -> str:
     return path
 
 
+TUI_THEMES: Final = (
+    *("codelia", "ocean", "forest", "rose", "sakura"),
+    *("mauve", "plum", "iris", "crimson", "wine"),
+)
+"""The Codelia TUI's themes (what its ``theme.set`` takes)."""
+
+
 @attrs.frozen(repr=False, eq=False)
 class _Key(Value):
     check: _Check
@@ -488,6 +497,7 @@ _SPECS: Final[Mapping[str, _Key]] = {
     "log_level": _Key(_choice(*_LOG_LEVELS, fold_case=True)),
     "project_doc_max_bytes": _Key(_int_at_least(0), "int"),
     "chat_prompts": _Key(_path),
+    "tui_theme": _Key(_choice(*TUI_THEMES)),
     "provider.base_url": _Key(_url),
     "provider.api_key_env": _Key(_env_name, secret=True),
     "provider.headers": _Key(_headers, "table", secret=True),

@@ -30,6 +30,7 @@ class _Request:
     path: str
     keep_alive: bool
     body: bytes
+    authorization: str | None = None
 
 
 class _BadRequest(Exception):
@@ -48,11 +49,13 @@ class ScriptedResponsesServer:
     ``await server.start()`` / ``await server.aclose()``), or in a background
     thread with its own loop with ``with server:`` (or ``start_in_thread()`` /
     ``stop()``). Stopping closes every connection, ends ``Hang`` steps and
-    leaves no thread or socket behind.
+    leaves no thread or socket behind. ``authorizations`` holds each model request's
+    ``Authorization`` header (None where it had none), in order.
     """
 
     def __init__(self, model: ScriptedModel, host: str = "127.0.0.1", port: int = 0) -> None:
         self.model = model
+        self.authorizations: list[str | None] = []
         self._host = host
         self._port = port
         self._server: asyncio.Server | None = None
@@ -217,6 +220,7 @@ class ScriptedResponsesServer:
     async def _reply(self, request: _Request) -> ScriptedResponse:
         if request.method != "POST" or not is_responses_path(request.path):
             return error_response(404, f"no route for {request.method} {request.path}")
+        self.authorizations.append(request.authorization)
         body = decode_body(request.body)
         if body is None:
             return error_response(400, "request body is not a JSON object")
@@ -239,7 +243,8 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
     body = await _read_body(reader, headers)
-    return _Request(method, target.partition("?")[0], keep_alive, body)
+    path = target.partition("?")[0]
+    return _Request(method, path, keep_alive, body, headers.get("authorization"))
 
 
 async def _read_headers(reader: asyncio.StreamReader) -> dict[str, str]:

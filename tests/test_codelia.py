@@ -256,23 +256,6 @@ async def test_a_denial_with_a_reason_reaches_the_model(tmp_path: Path) -> None:
         await finish(ui)
 
 
-async def test_a_ui_without_supports_confirm_gets_the_policys_deny(tmp_path: Path) -> None:
-    model = ScriptedModel([shell_call(["touch", "nope"], call_id="c1"), text_response("OK.")])
-    async with serving(tmp_path, model, "--approval-mode", "minimal") as (ui, http):
-        await ui.server.send(SEED_000_INITIALIZE, SEED_000_RUN_START)
-        run_id = (await ui.answer("2"))["result"]["run_id"]
-        assert await ui.run_to_end(run_id) == "completed"
-        check_run(ui, run_id)
-        assert not any(m.get("method") == "ui.confirm.request" for m in ui.server.seen)
-        statuses = [m["params"]["status"] for m in ui.of_run(run_id) if m["method"] == "run.status"]
-        assert "awaiting_ui" not in statuses
-        outputs = [
-            i for i in http.model.requests[1]["input"] if i.get("type") == "function_call_output"
-        ]
-        assert "supports_confirm" in outputs[0]["output"]
-        await finish(ui)
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -179,6 +179,16 @@ async def test_tool_call_shell_runs_the_command_and_answers_ok_and_its_result(
     assert http.model.requests == []  # no Task: the model was never asked
 
 
+async def all_answers(ui: Any, rids: tuple[str, ...]) -> dict[str, Any]:
+    """The answers to ``rids``, in whatever order they come (calls run at once)."""
+    found: dict[str, Any] = {}
+    while len(found) < len(rids):
+        message = await ui.next()
+        if message.get("id") in rids and "method" not in message:
+            found[message["id"]] = message
+    return found
+
+
 async def test_tool_call_refuses_unknown_tools_and_bad_arguments_naming_them(
     tmp_path: Path,
 ) -> None:
@@ -191,16 +201,60 @@ async def test_tool_call_refuses_unknown_tools_and_bad_arguments_naming_them(
             req("4", "tool.call", name="shell", arguments={"command": 7}),
             req("5", "tool.call", name="shell"),
             req("6", "tool.call", name="shell", arguments={"command": "ls", "cwd": "/"}),
+            req("7", "tool.call", name="view_image"),
+            req("8", "tool.call", name="lane"),
         )
-        errors = {rid: (await ui.answer(rid))["error"] for rid in ("2", "3", "4", "5", "6")}
+        found = await all_answers(ui, ("2", "3", "4", "5", "6", "7", "8"))
+        errors = {rid: answer["error"] for rid, answer in found.items()}
         await finish(ui)
     assert {e["code"] for e in errors.values()} == {-32602}
-    assert "unknown tool 'apply_patch'" in errors["2"]["message"]
-    assert "serves: shell" in errors["2"]["message"]
+    assert "params.arguments.patch: not applied: invalid patch" in errors["2"]["message"]
     assert "params.arguments.command: missing required field" in errors["3"]["message"]
     assert "params.arguments.command: expected a string" in errors["4"]["message"]
-    assert "params.arguments: missing required field" in errors["5"]["message"]
+    # arguments is optional, as in the protocol: the tool names what it misses.
+    assert "params.arguments.command: missing required field" in errors["5"]["message"]
     assert "params.arguments.cwd" in errors["6"]["message"]
+    assert "'view_image' cannot run outside a Task" in errors["7"]["message"]
+    assert (
+        "unknown tool 'lane' (tool.call serves: shell, read_file, tool_output_cache, apply_patch)"
+        in errors["8"]["message"]
+    )
+
+
+async def test_tool_call_read_file_reads_inside_the_sandbox_root_only(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello\nworld\n")
+    (tmp_path / "big.txt").write_text("x" * 100)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("secret")
+    (tmp_path / "link.txt").symlink_to(outside)
+    async with serving(tmp_path, ScriptedModel([])) as (ui, http):
+        await ui.server.send(
+            tui_initialize(),
+            req("2", "tool.call", name="read_file", arguments={"path": "notes.txt"}),
+            req("3", "tool.call", name="read_file", arguments={"path": "big.txt", "max_bytes": 10}),
+            req("4", "tool.call", name="read_file", arguments={"path": str(outside)}),
+            req("5", "tool.call", name="read_file", arguments={"path": "link.txt"}),
+            req("6", "tool.call", name="read_file", arguments={"path": "."}),
+        )
+        answers = await all_answers(ui, ("2", "3", "4", "5", "6"))
+        await finish(ui)
+    assert answers["2"]["result"] == {
+        "ok": True,
+        "result": {
+            "path": str(tmp_path / "notes.txt"),
+            "content": "hello\nworld\n",
+            "size_bytes": 12,
+            "truncated": False,
+        },
+    }
+    cut = answers["3"]["result"]["result"]
+    assert (cut["content"], cut["size_bytes"], cut["truncated"]) == ("x" * 10, 100, True)
+    for rid in ("4", "5", "6"):
+        error = answers[rid]["error"]
+        assert error["code"] == -32602, error
+        assert "params.arguments.path" in error["message"]
+        assert "secret" not in error["message"]
+    assert http.model.requests == []
 
 
 def test_a_long_selection_reaches_the_model_cut_and_saying_so() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 
+from codexcore import EngineConfig
 from codexcore.model import Usage
 from codexcore.testing import (
     Pause,
@@ -94,12 +95,27 @@ def _check_call(call: dict[str, Any], seq: int, usage: Usage) -> None:
     assert round((got - sent).total_seconds() * 1000) == call["latency_ms"]
 
 
-@pytest.mark.parametrize("how", ["flag", "env"])
+def _cost(model: str, usage: Usage) -> float:
+    """At the list prices model.list publishes (per million tokens)."""
+    details = EngineConfig().models.details(model)
+    assert details.cost_per_1m_input_tokens_usd is not None
+    assert details.cost_per_1m_output_tokens_usd is not None
+    cached_price = details.cost_per_1m_cached_input_tokens_usd
+    assert cached_price is not None
+    uncached = usage.input_tokens - usage.cached_input_tokens
+    return (
+        uncached * details.cost_per_1m_input_tokens_usd
+        + usage.cached_input_tokens * cached_price
+        + usage.output_tokens * details.cost_per_1m_output_tokens_usd
+    ) / 1e6
+
+
+@pytest.mark.parametrize("how", ["flag", "CODEXCORE_DIAGNOSTICS", "CODELIA_DIAGNOSTICS"])
 async def test_one_llm_call_per_request_then_a_run_summary(tmp_path: Path, how: str) -> None:
     if how == "flag":
         ui, (run_id, requests) = await _run(tmp_path, "--diagnostics")
     else:
-        ui, (run_id, requests) = await _run(tmp_path, env={"CODEXCORE_DIAGNOSTICS": "1"})
+        ui, (run_id, requests) = await _run(tmp_path, env={how: "1"})
     sent = _diagnostics(ui, run_id)
     assert [d["kind"] for d in sent] == ["llm_call", "llm_call", "run_summary"], sent
     document = cli_document()
@@ -129,6 +145,11 @@ async def test_one_llm_call_per_request_then_a_run_summary(tmp_path: Path, how: 
     assert summary["total_cached_input_tokens"] == 1024
     assert summary["by_model"][model]["calls"] == 2
     assert summary["by_model"][model]["cached_input_tokens"] == 1024
+    costs = (_cost(model, FIRST), _cost(model, SECOND))
+    assert (first["cost_usd"], second["cost_usd"]) == pytest.approx(costs)
+    assert summary["total_cost_usd"] == pytest.approx(sum(costs))
+    assert summary["by_model"][model]["cost_usd"] == pytest.approx(sum(costs))
+    assert summary["total_cost_usd"] > 0
     # The summary goes just before the run's terminal status, as in Codelia.
     order = [m["method"] for m in ui.of_run(run_id)]
     assert order[-2:] == ["run.diagnostics", "run.status"]

@@ -58,16 +58,33 @@ def _live(ui: Ui) -> list[dict[str, Any]]:
     return [m["params"] for m in ui.server.seen if m.get("method") == "agent.event"]
 
 
-async def _replay(ui: Ui, rid: str, **params: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The agent.events a session.history call sent before its answer, and the answer."""
+async def _replay_all(ui: Ui, rid: str, **params: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The notifications a session.history call sent before its answer, and the answer."""
     await ui.server.send(req(rid, "session.history", **params))
     sent: list[dict[str, Any]] = []
     while True:
         message = await ui.next()
         if message.get("id") == rid:
             return sent, message
-        assert message.get("method") == "agent.event", message
-        sent.append(message["params"])
+        assert message.get("method") in REPLAYED, message
+        sent.append(message)
+
+
+REPLAYED = ("agent.event", "run.status", "run.context")
+
+
+async def _replay(ui: Ui, rid: str, **params: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The agent.events a session.history call sent before its answer, and the answer;
+    each run's seq from 0, gap-free (the protocol's range)."""
+    sent, answer = await _replay_all(ui, rid, **params)
+    events = [m["params"] for m in sent if m["method"] == "agent.event"]
+    return events, answer
+
+
+def _gap_free(events: list[dict[str, Any]]) -> None:
+    for run_id in dict.fromkeys(p["run_id"] for p in events):
+        seqs = [p["seq"] for p in events if p["run_id"] == run_id]
+        assert seqs == list(range(len(seqs))), seqs
 
 
 def _prompts(sent: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
@@ -81,8 +98,13 @@ def _prompts(sent: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
 
 def _as_live(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A replay as the live run sent it: without the prompts (a live Codelia UI draws
-    the prompt it sent, so no event carried it), each event as it was built."""
-    return [_steady(p) for p in sent if p["event"]["type"] != "hidden_user_message"]
+    the prompt it sent, so no event carried it), each event as it was built, its seq
+    left out (the replayed prompt is counted: the events after it are one more)."""
+    return [_unnumbered(p) for p in sent if p["event"]["type"] != "hidden_user_message"]
+
+
+def _unnumbered(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in _steady(params).items() if k != "seq"}
 
 
 async def _listed(ui: Ui) -> list[dict[str, Any]]:
@@ -104,9 +126,10 @@ async def test_list_then_history_replays_the_runs_as_they_were_sent(tmp_path: Pa
         assert sessions[0]["updated_at"] >= sessions[1]["updated_at"]
         sent, answer = await _replay(ui, "3", session_id=sessions[1]["session_id"])
         assert answer["result"] == {"runs": 2, "events_sent": len(sent), "truncated": False}
-        assert _as_live(sent) == [_steady(p) for p in _live(one)]
+        assert _as_live(sent) == [_unnumbered(p) for p in _live(one)]
         runs = list(dict.fromkeys(p["run_id"] for p in _live(one)))
-        assert _prompts(sent) == [(runs[0], -1, "say hello"), (runs[1], -1, "and again")]
+        assert _prompts(sent) == [(runs[0], 1, "say hello"), (runs[1], 1, "and again")]
+        _gap_free(sent)
         # Each prompt comes first in its run, after the step_start drawn as nothing.
         firsts = [i for i, p in enumerate(sent) if p["seq"] == 0]
         assert [sent[i + 1]["event"]["type"] for i in firsts] == ["hidden_user_message"] * 2
@@ -119,14 +142,14 @@ async def test_list_then_history_replays_the_runs_as_they_were_sent(tmp_path: Pa
         assert finals == ["Said hello.", "Second answer."]
         assert {p["run_id"] for p in sent} == {p["run_id"] for p in _live(one)}
         sent, answer = await _replay(ui, "4", session_id=sessions[0]["session_id"])
-        assert _as_live(sent) == [_steady(p) for p in _live(two)]
+        assert _as_live(sent) == [_unnumbered(p) for p in _live(two)]
         assert [content for _, _, content in _prompts(sent)] == ["other session"]
         await finish(ui)
 
 
 async def test_history_keeps_the_newest_runs_and_events(tmp_path: Path) -> None:
     one, _ = await _two_sessions(tmp_path)
-    live = [_steady(p) for p in _live(one)]
+    live = [_unnumbered(p) for p in _live(one)]
     second_run = live[-1]["run_id"]
     async with serving(tmp_path, ScriptedModel([])) as (ui, _):
         await ui.server.send(tui_initialize())
@@ -134,11 +157,12 @@ async def test_history_keeps_the_newest_runs_and_events(tmp_path: Path) -> None:
         session_id = (await _listed(ui))[1]["session_id"]
         sent, answer = await _replay(ui, "3", session_id=session_id, max_runs=1)
         assert _as_live(sent) == [p for p in live if p["run_id"] == second_run]
-        assert _prompts(sent) == [(second_run, -1, "and again")]
+        assert _prompts(sent) == [(second_run, 1, "and again")]
         assert answer["result"] == {"runs": 1, "events_sent": len(sent), "truncated": True}
         sent, answer = await _replay(ui, "4", session_id=session_id, max_events=2)
-        assert [_steady(p) for p in sent] == live[-2:]
-        assert [p["seq"] for p in sent] == [live[-2]["seq"], live[-1]["seq"]]
+        assert [_unnumbered(p) for p in sent] == live[-2:]
+        last_live = [p["seq"] for p in _live(one)][-2:]
+        assert [p["seq"] for p in sent] == [last_live[0] + 1, last_live[1] + 1]
         assert [p["event"]["type"] for p in sent] == ["step_complete", "final"]
         assert answer["result"] == {"runs": 2, "events_sent": 2, "truncated": True}
         await finish(ui)
@@ -190,7 +214,7 @@ async def test_a_confirmed_command_replays_with_its_preflight_events(tmp_path: P
         await ui.answer("1")
         session_id = (await _listed(ui))[0]["session_id"]
         sent, answer = await _replay(ui, "3", session_id=session_id)
-        assert _as_live(sent) == [_steady(p) for p in _live(live)]
+        assert _as_live(sent) == [_unnumbered(p) for p in _live(live)]
         assert [content for _, _, content in _prompts(sent)] == ["make a file"]
         assert "permission.ready" in [p["event"]["type"] for p in sent]
         assert answer["result"] == {"runs": 1, "events_sent": len(sent), "truncated": False}
@@ -234,3 +258,33 @@ async def test_a_replayed_prompt_is_what_the_user_typed(tmp_path: Path) -> None:
         assert _prompts(sent) == [(run_id, 1, "what is [image]")]
         assert [p["seq"] for p in sent] == list(range(len(sent)))
         await finish(ui)
+
+
+async def test_history_replays_each_runs_status_and_context(tmp_path: Path) -> None:
+    one, _ = await _two_sessions(tmp_path)
+    live_runs = list(dict.fromkeys(p["run_id"] for p in _live(one)))
+    async with serving(tmp_path, ScriptedModel([])) as (ui, _):
+        await ui.server.send(tui_initialize(**TUI_CAPABILITIES))
+        await ui.answer("1")
+        session_id = (await _listed(ui))[1]["session_id"]
+        sent, answer = await _replay_all(ui, "3", session_id=session_id)
+        await finish(ui)
+    assert answer["result"]["events_sent"] == sum(m["method"] == "agent.event" for m in sent)
+    for run_id in live_runs:
+        mine = [m for m in sent if m["params"]["run_id"] == run_id]
+        statuses = [m["params"]["status"] for m in mine if m["method"] == "run.status"]
+        assert statuses == ["running", "completed"]
+        assert mine[0]["method"] == "run.status"  # before its first event, as live
+        assert mine[-1] == {
+            "jsonrpc": "2.0",
+            "method": "run.status",
+            "params": {"run_id": run_id, "status": "completed"},
+        }
+        live_contexts = [
+            m["params"]
+            for m in one.server.seen
+            if m.get("method") == "run.context" and m["params"]["run_id"] == run_id
+        ]
+        contexts = [m["params"] for m in mine if m["method"] == "run.context"]
+        assert contexts == live_contexts
+        assert contexts, "each model request's token count is replayed as run.context"

@@ -134,6 +134,7 @@ instructions = "Be brief."
 log_level = "INFO"
 project_doc_max_bytes = 4096
 chat_prompts = "~/prompts/chat.toml"
+tui_theme = "iris"
 
 [provider]
 base_url = "https://example.test/v1/"
@@ -164,6 +165,7 @@ def test_every_key_of_the_file(tmp_path: Path) -> None:
         log_level="info",
         project_doc_max_bytes=4096,
         chat_prompts="/home/u/prompts/chat.toml",
+        tui_theme="iris",
         provider=ProviderSettings(
             base_url="https://example.test/v1",
             api_key_env="EXAMPLE_KEY",
@@ -263,6 +265,7 @@ VALUES: dict[str, dict[str, Any]] = {
     "log_level": {"file": "debug", "profile": "info", "env": "error", "flag": "warning"},
     "project_doc_max_bytes": {"file": 100, "profile": 0, "flag": 4096},
     "chat_prompts": {"file": "/f.toml", "profile": "/p.toml", "env": "/e.toml", "flag": "/c.toml"},
+    "tui_theme": {"file": "ocean", "profile": "forest", "flag": "rose"},
     "provider.base_url": {
         "file": "http://file.test/v1",
         "profile": "http://profile.test/v1",

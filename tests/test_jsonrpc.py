@@ -302,6 +302,7 @@ def test_capabilities_are_true_exactly_for_what_is_registered() -> None:
         "supports_tool_call",
         "supports_mcp_list",
         "supports_skills_list",
+        "supports_theme_set",
         "supports_ui_requests",
         "supports_permission_preflight_events",
     }

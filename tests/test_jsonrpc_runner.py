@@ -16,7 +16,7 @@ import pytest
 from codexcore.adapters.host._host import HostConfig, SessionHost, host_engine_config
 from codexcore.adapters.jsonrpc import ConnectionClosed, RpcConnection, RpcContext, RpcOptions
 from codexcore.adapters.jsonrpc._machine import RpcError
-from codexcore.adapters.jsonrpc._methods import standard_methods
+from codexcore.adapters.jsonrpc._methods import MethodTable, standard_methods
 from codexcore.adapters.transports._conduit import Lines
 from codexcore.engine import SessionConfig
 from codexcore.protocol import ConfigureSession, Event, Submission
@@ -213,6 +213,26 @@ async def test_an_internal_error_is_logged_with_its_traceback_and_never_sent(
     assert failures
     assert failures[0].exc_info is not None
     assert "secret-internal-detail" in str(failures[0].exc_info[1])
+
+
+async def test_a_codelia_methods_fault_is_the_protocols_runtime_internal_error(
+    tmp_path: Path,
+) -> None:
+    """The Codelia runtime protocol's -32000 is "runtime internal error": a fault in one of
+    its methods answers that (the traceback stays in the log), not JSON-RPC's -32603."""
+    table = MethodTable()
+
+    async def fail(ctx: RpcContext, params: dict[str, Any]) -> None:
+        raise ValueError("secret-internal-detail")
+
+    table.add("tool.call", fail, dict)
+    async with serving(tmp_path, RpcOptions(methods=table)) as (ui, _, _):
+        ui.feed(req("t", "tool.call"))
+        assert await ui.recv() == {
+            "jsonrpc": "2.0",
+            "id": "t",
+            "error": {"code": -32000, "message": "runtime internal error in tool.call"},
+        }
 
 
 async def test_runtime_requests_are_correlated_and_strays_are_ignored(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from codexcore.adapters.jsonrpc._machine import RpcError
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer
 from codexcore.tools.sandbox import probe_sandbox
 
@@ -131,6 +132,39 @@ async def test_output_beyond_the_inline_bound_is_cut_and_flagged(tmp_path: Path)
     assert stdout.endswith("aend")
     assert "...[truncated by size]..." in stdout
     assert result["stderr"] == "small"
+    assert "stderr_cache_id" not in result  # not cut: nothing cached
+    assert result["stdout_cache_id"].startswith("out_")
+
+
+async def tool_call(server: StdioServer, rid: str, **arguments: Any) -> dict[str, Any]:
+    params = {"name": "tool_output_cache", "arguments": arguments}
+    await server.send({"jsonrpc": "2.0", "id": rid, "method": "tool.call", "params": params})
+    return await answer(server, rid)
+
+
+async def test_cut_output_is_read_back_whole_by_its_cache_id(tmp_path: Path) -> None:
+    sandbox_mode("danger-full-access")
+    async with serving(tmp_path) as ui:
+        reply = await shell_exec(ui, "2", command="seq 1 20000 | sed 's/^/line /'")
+        ref = reply["result"]["stdout_cache_id"]
+        assert reply["result"]["truncated"]["stdout"] is True
+        head = await tool_call(ui, "3", ref_id=ref, limit=3)
+        tail = await tool_call(ui, "4", ref_id=ref, offset=19998)
+        unknown = await tool_call(ui, "5", ref_id="out_0000")
+    assert head["result"] == {
+        "ok": True,
+        "result": {
+            "ref_id": ref,
+            "content": "line 1\nline 2\nline 3\n",
+            "offset": 0,
+            "total_lines": 20000,
+            "next_offset": 3,
+        },
+    }
+    assert tail["result"]["result"]["content"] == "line 19999\nline 20000\n"
+    assert tail["result"]["result"]["next_offset"] is None
+    assert unknown["error"]["code"] == -32602
+    assert "no cached output 'out_0000'" in unknown["error"]["message"]
 
 
 @needs_bwrap
@@ -145,3 +179,17 @@ async def test_the_sandbox_confines_it(tmp_path_factory: pytest.TempPathFactory)
     assert not (outside / "escaped.txt").exists()
     assert result["exit_code"] != 0
     assert "escaped.txt" in result["stderr"]
+
+
+def test_the_output_cache_is_bounded_oldest_first() -> None:
+    from codexcore.adapters.jsonrpc.codelia._output_cache import MAX_ENTRIES, OutputCache
+
+    cache = OutputCache()
+    ids = [cache.keep(f"output {n}\n") for n in range(MAX_ENTRIES + 2)]
+    with pytest.raises(RpcError, match="forgotten"):
+        cache.read(ids[0], 0, 10)
+    assert cache.read(ids[-1], 0, 10)["content"] == f"output {MAX_ENTRIES + 1}\n"
+    big = cache.keep("x" * (40 * 1024 * 1024))  # over the byte bound: the others go
+    assert cache.read(big, 0, 1)["total_lines"] == 1
+    with pytest.raises(RpcError):
+        cache.read(ids[-1], 0, 10)

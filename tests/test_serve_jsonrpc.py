@@ -41,8 +41,9 @@ CAPABILITIES = dict.fromkeys([*SERVER_CAPABILITIES, *SERVER_FEATURES], False) | 
     "supports_shell_exec": True,  # on the user's shell (tests/test_jsonrpc_shell.py)
     "supports_context_inspect": True,  # tests/test_codelia_context.py
     "supports_skills_list": True,  # tests/test_skills.py
-    "supports_tool_call": True,  # shell only (tests/test_codelia_context.py)
+    "supports_tool_call": True,  # tests/test_codelia_context.py, tests/test_codelia_patch.py
     "supports_mcp_list": True,  # tests/test_mcp_jsonrpc.py
+    "supports_theme_set": True,  # tests/test_codelia_account.py
     "supports_ui_requests": True,
     "supports_permission_preflight_events": True,
     # Seed 003's control messages: announced, and refused here (no [control] table).

@@ -51,6 +51,9 @@ class HostConfig(Value):
     ``handshake_timeout`` seconds to send its ``hello``. ``control``: the rules
     for seed 003's control messages (``docs/control.md``); a control sender's
     token admits a connection as the host's token does, and names its sender.
+    ``tui_theme`` is the theme a Codelia UI is told (``initialize``'s ``tui.theme``)
+    and ``config_file`` the ``config.toml`` its ``theme.set`` writes (None: it is not
+    written).
     """
 
     engine: EngineConfig = attrs.field(factory=host_engine_config)
@@ -70,3 +73,5 @@ class HostConfig(Value):
     chat_prompts: str | None = None
     """The prompt file of the Copilot-CLI-style chat protocol's ``generate`` and
     ``customize`` (None: the one shipped in the package; the ``chat_prompts`` setting)."""
+    tui_theme: str | None = None
+    config_file: str | None = None

@@ -39,6 +39,7 @@ attached client receives ``shutdown_complete`` before its connection closes.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import attrs
 
+from codexcore._api_key import DEFAULT_API_KEY_ENV
 from codexcore._logging import get_logger
 from codexcore.engine import Codex, EngineClosed, ModelClientPool
 from codexcore.protocol import PROTOCOL_VERSION, Event, Limits, Welcome
@@ -151,6 +153,7 @@ class SessionHost:
         engines: EngineSource | None = None,
     ) -> None:
         self.config = config or HostConfig()
+        self.tui_theme = self.config.tui_theme  # theme.set changes it for later UIs
         self._engines = engines
         self.engine_config = attrs.evolve(self.config.engine, acknowledge_submissions=True)
         # Shards: one httpx pool does not carry a thousand streams well.
@@ -166,6 +169,16 @@ class SessionHost:
         self._on_new_session: list[Callable[[str], None]] = []
         self._extensions: dict[Callable[[SessionHost], HostExtension], HostExtension] = {}
         self._sender_tokens = self.config.control.tokens()
+
+    def forget_api_key(self) -> bool:
+        """Send no API key in any later model request of any session (a logout); whether
+        a key was held. It is held in memory only (read from the environment at start):
+        nothing on disk changes, and a restarted server reads it again."""
+        key = self.engine_config.api_key
+        held = bool(key) if key is not None else bool(os.environ.get(DEFAULT_API_KEY_ENV))
+        self.engine_config = attrs.evolve(self.engine_config, api_key="")
+        self._pool.forget_api_key()
+        return held
 
     # --- lifecycle --------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from ._machine import (
 SERVER_ERROR = -32000
 RUNTIME_BUSY = -32001
 RUN_NOT_FOUND = -32002
+USER_CANCELLED = -32003
 SESSION_NOT_FOUND = -32004
 SESSION_LOAD_FAILED = -32005
 SESSION_LIST_FAILED = -32006
@@ -66,12 +67,16 @@ ERRORS: tuple[ErrorCode, ...] = (
     ErrorCode(
         "ServerError",
         SERVER_ERROR,
-        "the runtime refused or failed: no session could be made or attached, the engine "
-        "did not accept the command, a chat's or generate's Task failed or was aborted "
-        "(the chat protocol's 'generation failed'); data.code says which",
+        "runtime internal error: the runtime failed inside (a fault in a method of the Codelia "
+        "runtime protocol, no session could be made or attached, the session ended under the "
+        "call), or a chat's or generate's Task failed or was aborted (the chat protocol's "
+        "'generation failed'); data.code says which where known",
     ),
     ErrorCode(
-        "RuntimeBusy", RUNTIME_BUSY, "a run is already active on this session", ("run.start",)
+        "RuntimeBusy",
+        RUNTIME_BUSY,
+        "runtime busy: a run is already active on this session, or another client controls it",
+        ("run.start", "run.cancel", "shell.exec"),
     ),
     ErrorCode(
         "CustomizationFailed",
@@ -92,6 +97,13 @@ ERRORS: tuple[ErrorCode, ...] = (
         CONTEXT_TOO_LARGE,
         "chat, generate, customize: the input exceeds the model's context window, even "
         "after compacting the conversation",
+        ("chat", "generate", "customize"),
+    ),
+    ErrorCode(
+        "UserCancelled",
+        USER_CANCELLED,
+        "user cancelled: a tool.call apply_patch the user declined; also what a UI may answer "
+        "a ui.pick/ui.prompt/ui.confirm request with, taken as the user's cancel",
     ),
     ErrorCode(
         "TooManyRequests",

@@ -477,13 +477,9 @@ class Initialize001:
 
 
 async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
-    """Both seeds' handshake, answered in the shape it was asked in.
-
-    The token (``params.auth.token``) is checked before anything else is
-    read, so a client without it learns nothing, not even which fields are
-    wrong; the runner closes the connection after that error when the
-    transport requires the handshake.
-    """
+    """Both seeds' handshake, answered in the shape it was asked in. The token is checked
+    before anything else is read: a client without it learns nothing (not even which
+    fields are wrong); the runner closes a connection that must handshake after that."""
     auth = params.get("auth")
     token = auth.get("token") if isinstance(auth, dict) else None
     if ctx.require_token and not ctx.host.check_token(token if isinstance(token, str) else None):
@@ -509,11 +505,12 @@ async def initialize(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
     capabilities: dict[str, Any] = table.server_capabilities()
     if "control.stdin" in table:
         capabilities["control_messages"] = to_wire(ctx.host.config.control.capabilities())
-    return {
+    result = {
         "protocol_version": PROTOCOL_VERSION,
         "server": {"name": "codexcore", "version": __version__},
         "server_capabilities": capabilities,
     }
+    return result | {"tui": {"theme": ctx.host.tui_theme}} if ctx.host.tui_theme else result
 
 
 # --- the seeds' methods, each group loaded at its first call --------------------------------
@@ -552,7 +549,6 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
         _registered_by("codexcore.adapters.jsonrpc.session_socket._methods", "add_control_methods"),
         ("get_status", "stop", "checkpoint", "inject_prompt", "subscribe", "unsubscribe"),
     ),
-    # shell.exec runs on the user's shell
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.codelia._shell", "add_shell_methods"),
         ("shell.exec",),
@@ -568,6 +564,10 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     MethodGroup(
         _registered_by("codexcore.adapters.control._jsonrpc", "add_control_message_methods"),
         ("control.stdin", "control.interrupt"),
+    ),
+    MethodGroup(
+        _registered_by("codexcore.adapters.jsonrpc.codelia._account", "add_account_methods"),
+        ("auth.logout", "theme.set"),
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.codelia._mcp", "add_mcp_methods"), ("mcp.list",)

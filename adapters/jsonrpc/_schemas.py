@@ -32,6 +32,7 @@ INITIALIZE_RESULT: Mapping[str, Any] = {
                     **_BOOLS,
                     "properties": {"control_messages": CONTROL_MESSAGES_SCHEMA},
                 },
+                "tui": {"type": "object", "properties": {"theme": {"type": "string"}}},
             },
             "required": ["protocol_version", "server", "server_capabilities"],
         },

@@ -47,7 +47,7 @@ from ._machine import (
     Send,
     notification,
 )
-from ._methods import MethodTable, decode_params, standard_methods
+from ._methods import SEED_METHODS, MethodTable, decode_params, standard_methods
 from ._options import RpcOptions
 from ._outbox import ConnectionClosed, Outbox
 
@@ -372,7 +372,11 @@ def _hashable(request_id: Any) -> bool:
 
 
 def _internal(call: Call) -> RpcError:
-    """What the peer learns of a failure: the method's name, never the traceback."""
+    """What the peer learns of a failure: the method's name, never the traceback. A
+    method of the Codelia runtime protocol answers that protocol's code for it (-32000,
+    "runtime internal error"); every other JSON-RPC's own (-32603)."""
+    if call.method in SEED_METHODS["000"]:
+        return RpcError(SERVER_ERROR, f"runtime internal error in {call.method}")
     return RpcError(INTERNAL_ERROR, f"Internal error in {call.method}")
 
 

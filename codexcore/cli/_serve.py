@@ -123,7 +123,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="send the Codelia runtime protocol's run.diagnostics to the UI that started a "
         "run: per model request latency, usage and cache, and a summary per run (also "
-        "CODEXCORE_DIAGNOSTICS=1; docs/jsonrpc.md)",
+        "CODEXCORE_DIAGNOSTICS=1 or CODELIA_DIAGNOSTICS=1; docs/jsonrpc.md)",
     )
     sessions = parser.add_argument_group("sessions")
     sessions.add_argument("--profile", help="a profile from config.toml")
@@ -259,6 +259,8 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
         max_line_bytes=args.max_line_bytes,
         control=host_control_config(loaded.settings.control, os.environ),
         chat_prompts=loaded.settings.chat_prompts,
+        tui_theme=loaded.settings.tui_theme,
+        config_file=loaded.path,
     )
 
 
@@ -304,7 +306,9 @@ def _dialects(args: argparse.Namespace) -> Dialects:
     from ..adapters.jsonrpc._options import RpcOptions
     from ..adapters.servers._dialect import Dialects
 
-    diagnostics = args.diagnostics or os.environ.get("CODEXCORE_DIAGNOSTICS", "").strip() == "1"
+    # Codelia's own name for the gate, beside ours: a UI that sets it gets what it asks.
+    gates = ("CODEXCORE_DIAGNOSTICS", "CODELIA_DIAGNOSTICS")
+    diagnostics = args.diagnostics or any(os.environ.get(g, "").strip() == "1" for g in gates)
     options = RpcOptions(max_pending=args.max_pending_requests, diagnostics=diagnostics)
     return Dialects(args.protocol, options)
 

@@ -19,6 +19,8 @@ import ssl
 import zlib
 from typing import TYPE_CHECKING
 
+import attrs
+
 from ._config import EngineConfig
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class ModelClientPool:
         self._shards = shards
         self._ssl: ssl.SSLContext | None = None
         self._clients: dict[tuple[str | None, int], ModelClient] = {}
+        self._retired: list[ModelClient] = []  # see forget_api_key
 
     def get(self, base_url: str | None, key: str = "") -> ModelClient:
         """The client for ``base_url``; the same ``key`` (a session id) always gets the same one."""
@@ -99,8 +102,16 @@ class ModelClientPool:
             self._ssl = httpx.create_ssl_context(verify=True)
         return self._ssl
 
+    def forget_api_key(self) -> None:
+        """Send no key from now on: the clients made so far are retired (closed with the
+        pool; a request they carry now finishes) and the next ones are made without it."""
+        self._config = attrs.evolve(self._config, api_key="")
+        self._retired.extend(self._clients.values())
+        self._clients = {}
+
     async def aclose(self) -> None:
         """Close the clients this pool made (a caller's ``http_client`` stays open)."""
-        clients, self._clients = list(self._clients.values()), {}
+        clients, self._clients = [*self._retired, *self._clients.values()], {}
+        self._retired = []
         for client in clients:
             await client.aclose()

@@ -14,14 +14,7 @@
   truncated, files: [{path, scope, size_bytes, sent_bytes}], text}``: global
   first, then the project root down to the cwd). ``include_skills`` adds
   ``skills`` (:func:`._skills.inspect_skills`).
-* ``tool.call {name, arguments}`` -> ``{ok, result}``: the only built-in tool the
-  engine can run outside a Task is the user's shell (op ``run_user_shell_command``,
-  ``record=False``), so ``shell`` is the one tool served: ``arguments`` are
-  ``shell.exec``'s params, ``result`` is ``shell.exec``'s result and ``ok`` is
-  true when the command exited 0. It runs under the session's sandbox; the
-  approval policy does not ask, because the UI's own user invoked it. No engine
-  op applies a patch outside a Task, so ``apply_patch`` is not served. Any other
-  name, or bad arguments: -32602 naming them.
+* ``tool.call`` is registered here; :mod:`._tools` serves it.
 """
 
 from __future__ import annotations
@@ -33,21 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
-from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
+from codexcore.adapters.jsonrpc._errors import RUNTIME_BUSY, SERVER_ERROR, USER_CANCELLED
 from codexcore.adapters.jsonrpc._methods import decode_params
 from codexcore.protocol import InputItem, TextInput
 
 from ._events import UI_CONTEXT_CLOSE, UI_CONTEXT_OPEN
-from ._shell import SHELL_EXEC_RESULT, ShellExecParams, shell_exec
 from ._skills import INSPECT_SKILLS, inspect_skills
 
 if TYPE_CHECKING:
     from codexcore.adapters.jsonrpc._methods import MethodTable
     from codexcore.adapters.jsonrpc._server import RpcContext
-
-TOOLS = ("shell",)
-"""The built-in tools ``tool.call`` serves."""
 
 MAX_SELECTED_TEXT = 16 * 1024
 """Characters of a selection's text given to the model; the rest is cut, and says so."""
@@ -93,25 +81,6 @@ class UiContext:
 class ContextInspect:
     include_agents: bool | None = None
     include_skills: bool | None = None
-
-
-_SHELL_ARGUMENTS = {
-    "type": "object",
-    "properties": {
-        "command": {"type": "string"},
-        "timeout_seconds": {"type": "number"},
-        "cwd": {"type": "string"},
-    },
-    "required": ["command"],
-}
-
-
-@attrs.frozen
-class ToolCall:
-    """``arguments`` is optional in the seed; every tool served here needs some."""
-
-    name: str = attrs.field(metadata={"schema": {"enum": list(TOOLS)}})
-    arguments: dict[str, Any] = attrs.field(metadata={"schema": _SHELL_ARGUMENTS})
 
 
 _KEPT: weakref.WeakKeyDictionary[RpcContext, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -202,24 +171,6 @@ async def _agents(ctx: RpcContext, cwd: str) -> dict[str, Any]:
     }
 
 
-async def tool_call(ctx: RpcContext, params: ToolCall) -> dict[str, Any]:
-    if params.name not in TOOLS:
-        raise RpcError(
-            INVALID_PARAMS,
-            f"Invalid params: params.name: unknown tool {params.name!r} "
-            f"(tool.call serves: {', '.join(TOOLS)})",
-        )
-    shell = decode_params(ShellExecParams, params.arguments, "params.arguments")
-    try:
-        result = await shell_exec(ctx, shell)
-    except RpcError as exc:
-        # shell.exec names its own params; here they are tool.call's arguments.
-        raise RpcError(
-            exc.code, exc.message.replace("params.", "params.arguments."), exc.data
-        ) from None
-    return {"ok": result["exit_code"] == 0, "result": result}
-
-
 _UI_CONTEXT_SHAPE = {
     "type": "object",
     "properties": {
@@ -260,11 +211,6 @@ CONTEXT_INSPECT_RESULT: dict[str, Any] = {
     },
     "required": ["runtime_working_dir", "runtime_sandbox_root", "ui_context"],
 }
-TOOL_CALL_RESULT: dict[str, Any] = {
-    "type": "object",
-    "properties": {"ok": {"type": "boolean"}, "result": SHELL_EXEC_RESULT},
-    "required": ["ok", "result"],
-}
 
 
 def add_context_methods(table: MethodTable) -> None:
@@ -287,11 +233,14 @@ def add_context_methods(table: MethodTable) -> None:
         summary="Keep the UI's context (cwd, active file, selection) for the next run",
         result={"type": "null"},
     )
+    from ._tools import TOOL_CALL_RESULT, ToolCall, ToolCallDocumented, tool_call
+
     table.add(
         "tool.call",
         tool_call,
         ToolCall,
-        summary="Run a built-in tool (shell) directly, under the session's sandbox",
+        summary="Run a built-in tool (shell, read_file) directly, under the session's sandbox",
         result=TOOL_CALL_RESULT,
-        errors=(SERVER_ERROR,),
+        shapes=(ToolCallDocumented,),
+        errors=(SERVER_ERROR, RUNTIME_BUSY, USER_CANCELLED),
     )

@@ -496,8 +496,8 @@ NOT_SENT: Mapping[str, str] = {
     "mcp_startup_update": "the servers' states are mcp.list's answer",
     "mcp_startup_complete": "the servers' states are mcp.list's answer",
     "mcp_list_tools_response": "answers mcp.list's list_mcp_tools: becomes that method's result",
-    "request_user_input": "never emitted here: this dialect does not turn ask_user on (yet), "
-    "so the model is not offered the tool",
+    "request_user_input": "asked of the UI as ui.pick.request or ui.prompt.request "
+    "(codelia/_ask.py), with run.status awaiting_ui",
     "dynamic_tool_call_request": "never emitted here: Codelia's runtime protocol has no way "
     "for a UI to declare tools, so the session has none (docs/tools.md)",
 }

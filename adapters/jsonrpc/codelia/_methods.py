@@ -34,6 +34,7 @@ from codexcore.protocol import (
     UserInput,
 )
 
+from ._ask import turn_on
 from ._context import keep_ui_context, ui_context_part
 from ._models import ModelByName, ModelList, ModelReset, ModelSet, model_list, model_set
 from ._runs import Codelia, Run, state_of
@@ -136,6 +137,7 @@ async def run_start(ctx: RpcContext, params: RunStart) -> dict[str, Any]:
     ):
         await _resume(state, attachment, params.session_id)
     await note_mentions(ctx, items)
+    await turn_on(state)  # the model may ask this UI questions
     run = Run(
         new_run_id(),
         ctx.client_capabilities.get("supports_permission_preflight_events") is True,

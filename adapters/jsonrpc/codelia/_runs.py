@@ -41,6 +41,7 @@ from codexcore.protocol import (
     McpListToolsResponse,
     Op,
     PatchApproval,
+    RequestUserInput,
     ReviewDecision,
     SessionConfigured,
     ShutdownComplete,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 SERVER_ERROR = -32000
+RUNTIME_BUSY = -32001
 
 READ_TYPED = frozenset(
     {
@@ -77,6 +79,7 @@ READ_TYPED = frozenset(
         ShutdownComplete.TYPE,
         TokenCount.TYPE,
         TurnComplete.TYPE,
+        RequestUserInput.TYPE,
     }
 )
 """The event types this module reads as typed ``Event`` objects (:meth:`Codelia.on_event`);
@@ -85,7 +88,7 @@ costs several times parsing it."""
 
 KEPT_RUNS = 100
 """Finished runs remembered per connection, so run.cancel can answer with their status."""
-NO_CONFIRM = "denied: the UI cannot ask for confirmation (it did not declare supports_confirm)"
+NO_CONFIRM = "the UI cannot ask for confirmation (its initialize said supports_confirm: false)"
 
 
 class Run:
@@ -125,6 +128,8 @@ class Codelia:
     effort: str | None = None
     cwd: str | None = None  # the session's, to show patch paths inside it short
     chosen: bool = False  # model.set was used on this connection
+    ask_user_set: bool = False  # the session was told this UI answers the model's questions
+    configured: SessionConfigured | None = None  # the session's latest settings
     waiters: dict[str, asyncio.Future[Event]] = attrs.field(factory=dict)
     answers: dict[str, tuple[type, ...]] = attrs.field(factory=dict)  # what each waiter waits for
     tasks: set[asyncio.Task[None]] = attrs.field(factory=set)
@@ -176,7 +181,7 @@ class Codelia:
         try:
             await attachment.submit(Submission(sub_id, op))
         except NotAccepted as exc:
-            raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
+            raise not_accepted(exc) from None
         return sub_id
 
     async def ask_engine(self, op: Op, answer: type = SessionConfigured) -> Event:
@@ -248,6 +253,7 @@ class Codelia:
         msg = event.msg
         if isinstance(msg, SessionConfigured):
             self.model, self.effort, self.cwd = msg.model, msg.reasoning_effort, msg.cwd
+            self.configured = msg
         waiter = self.waiters.get(event.id)
         if waiter is not None and not waiter.done() and isinstance(msg, self.answers[event.id]):
             waiter.set_result(event)  # what an ask_engine under this id waits for
@@ -299,6 +305,8 @@ class Codelia:
                 await self.finish(run, *terminal)
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             await self.approval(run, msg)
+        elif isinstance(msg, RequestUserInput):
+            await self.question(run, msg)
 
     async def send_event(self, run: Run, event: AgentEvent, meta: Mapping[str, Any]) -> None:
         params = {"run_id": run.id, "seq": run.seq, "event": event, "meta": meta}
@@ -318,13 +326,8 @@ class Codelia:
         """``run.context`` from the engine's ``token_count.info``: how much of the
         answering model's context window the last request left (its usage is
         what the conversation fills now)."""
-        info = usage.info
-        if info is not None and info.model_context_window:
-            window, used = info.model_context_window, info.last_token_usage.total_tokens
-        else:  # an engine that reports no info: the catalogue's word on the model
-            window = self.ctx.host.engine_config.models.details(current_model(self)).context_window
-            used = usage.input_tokens + usage.output_tokens
-        left = max(0, min(100, round(100 * (1 - used / window))))
+        models = self.ctx.host.engine_config.models
+        left = context_left(usage, lambda: models.details(current_model(self)).context_window)
         await self.ctx.notify("run.context", {"run_id": run.id, "context_left_percent": left})
 
     async def diagnose(self, run: Run, msg: Any) -> None:
@@ -334,7 +337,8 @@ class Codelia:
         if isinstance(msg, TokenCount):
             run.diagnostics.token_count(msg)
         elif isinstance(msg, TurnComplete):
-            call = run.diagnostics.llm_call(msg, current_model(self))
+            prices = self.ctx.host.engine_config.models.details
+            call = run.diagnostics.llm_call(msg, current_model(self), prices)
             await self.ctx.notify("run.diagnostics", call)
 
     async def finish(self, run: Run, status: str, message: str | None) -> None:
@@ -363,14 +367,26 @@ class Codelia:
     async def approval(
         self, run: Run, request: ExecApprovalRequest | ApplyPatchApprovalRequest
     ) -> None:
-        if self.ctx.client_capabilities.get("supports_confirm") is not True:
+        # Only a UI that said it cannot confirm is not asked: one whose initialize
+        # carries no ui_capabilities (the protocol's own example) is.
+        if self.ctx.client_capabilities.get("supports_confirm") is False:
             await self.decide(run, request, "denied", NO_CONFIRM)
             return
+        await self.wait_for_ui(run, self.confirm(run, request), "waiting for confirmation")
+
+    async def question(self, run: Run, request: RequestUserInput) -> None:
+        from ._ask import ask
+
+        await self.wait_for_ui(run, ask(self, run, request), "waiting for the user's answer")
+
+    async def wait_for_ui(self, run: Run, asking: Any, why: str) -> None:
+        """``run.status awaiting_ui``, then ``asking`` in a task the run's end cancels."""
         async with run.lock:
             if run.finished:
+                asking.close()
                 return
-            await self.send_status(run, "awaiting_ui", "waiting for confirmation")
-        task = self.spawn(self.confirm(run, request))
+            await self.send_status(run, "awaiting_ui", why)
+        task = self.spawn(asking)
         run.confirms.add(task)
         task.add_done_callback(run.confirms.discard)
 
@@ -445,6 +461,25 @@ def agent_events(
     return events, {"codexcore": wire}
 
 
+def context_left(usage: TokenCount, fallback_window: Callable[[], int]) -> int:
+    """``run.context``'s ``context_left_percent`` after ``usage``: how much of the
+    answering model's window the last request left (``fallback_window``: the
+    catalogue's word, for an engine that reports no info)."""
+    info = usage.info
+    if info is not None and info.model_context_window:
+        window, used = info.model_context_window, info.last_token_usage.total_tokens
+    else:
+        window, used = fallback_window(), usage.input_tokens + usage.output_tokens
+    return max(0, min(100, round(100 * (1 - used / window))))
+
+
+def not_accepted(exc: NotAccepted) -> RpcError:
+    """The protocol's code for a submission the session did not take: another client
+    controls it (-32001, runtime busy), or it ended (-32000, runtime internal error)."""
+    code = RUNTIME_BUSY if exc.code == "not_controller" else SERVER_ERROR
+    return RpcError(code, exc.message, {"code": exc.code})
+
+
 def terminal_status(msg: Any) -> tuple[str, str | None] | None:
     if isinstance(msg, TaskComplete):
         return ("completed", None)
@@ -469,7 +504,7 @@ def confirm_params(
     """
     if isinstance(request, ExecApprovalRequest):
         title = "Run command?"
-        lines = [shlex.join(request.command), f"in {request.cwd}"]
+        lines = [shown_command(request.command), f"in {request.cwd}"]
     else:
         title = "Apply patch?"
         lines = [
@@ -487,6 +522,17 @@ def confirm_params(
         "allow_remember": True,
         "allow_reason": True,
     }
+
+
+SHELLS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh", "/usr/bin/bash"})
+
+
+def shown_command(argv: tuple[str, ...] | list[str]) -> str:
+    """A command as the user reads it: a shell's script (``bash -lc SCRIPT``) as written,
+    as the protocol's own example shows one; any other argv quoted for a shell."""
+    if len(argv) == 3 and argv[0] in SHELLS and argv[1] in ("-c", "-lc"):
+        return argv[2]
+    return shlex.join(argv)
 
 
 def _landing(path: str, target: str, cwd: str | None) -> str:

@@ -117,7 +117,8 @@ _DIAGNOSTICS = _object(
 
 
 def declare(table: MethodTable) -> None:
-    """Declare seed 000's notifications and its confirm request in ``table``."""
+    """Declare seed 000's notifications and its requests to the UI (confirm, pick, prompt)
+    in ``table``."""
     event = _object({"type": {"enum": sorted(AGENT_EVENT_TYPES)}})
     table.sends(
         "agent.event",
@@ -172,4 +173,27 @@ def declare(table: MethodTable) -> None:
             {"ok": {"type": "boolean"}},
             {"remember": {"type": "boolean"}, "reason": {"type": ["string", "null"]}},
         ),
+    )
+    item = _object({"id": _TEXT, "label": _TEXT}, {"detail": _TEXT})
+    table.sends(
+        "ui.pick.request",
+        "Codelia runtime protocol: the model asks the user to pick among options (ids: [] cancels)",
+        _object(
+            {"run_id": _TEXT, "title": _TEXT, "items": {"type": "array", "items": item}},
+            {"multi": {"type": "boolean"}},
+        ),
+        result=_object({"ids": {"type": "array", "items": _TEXT}}),
+    )
+    table.sends(
+        "ui.prompt.request",
+        "Codelia runtime protocol: the model asks the user for text (value: null cancels)",
+        _object(
+            {"run_id": _TEXT, "title": _TEXT, "message": _TEXT},
+            {
+                "default_value": _TEXT,
+                "multiline": {"type": "boolean"},
+                "secret": {"type": "boolean"},
+            },
+        ),
+        result=_object({"value": {"type": ["string", "null"]}}),
     )

@@ -7,14 +7,15 @@ engine's own home, and the current session's events before its file exists.
 ``session.history`` replays a recorded session's past runs as the
 ``agent.event`` notifications a live run sent: each Task (``task_started`` ...
 its terminal event, all under the run's id) goes through the same mapping
-(:func:`._runs.agent_events`), numbered ``seq`` from 0 per run. Of the
-newest ``max_runs`` runs, the last ``max_events`` events are sent (each keeps
-its seq), then the answer ``{runs, events_sent, truncated}``. The user's
-prompts (the engine's ``user_message``) are replayed as Codelia's
-``hidden_user_message``, as its runtime replays a run's input. The runs'
-``run.status`` are not replayed (the engine records no event for them), and
-what the UI decided in a confirm is not an engine event: a denied call's line
-is closed by its Turn's end ("not run").
+(:func:`._runs.agent_events`), numbered ``seq`` from 0 per run, gap-free, with
+the run's ``run.status`` (``running``, then its terminal one) and its
+``run.context`` (after each recorded token count) around them. Of the newest
+``max_runs`` runs, the last ``max_events`` events are sent (each keeps its
+seq), then the answer ``{runs, events_sent, truncated}``. The user's prompts
+(the engine's ``user_message``) are replayed as Codelia's
+``hidden_user_message``, as its runtime replays a run's input. What the UI
+decided in a confirm is not an engine event: a denied call's line is closed by
+its Turn's end ("not run").
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -45,11 +46,12 @@ from codexcore.protocol import (
     SessionSummary,
     Submission,
     TaskStarted,
+    TokenCount,
     UserMessage,
 )
 
 from ._events import AgentEvent, RunView, strip_ui_context
-from ._runs import agent_events, terminal_status
+from ._runs import agent_events, context_left, terminal_status
 
 if TYPE_CHECKING:
     from codexcore.adapters.jsonrpc._methods import MethodTable
@@ -170,16 +172,40 @@ async def session_history(ctx: RpcContext, params: SessionHistoryParams) -> dict
     kept = runs[-params.max_runs :]
     wants_codexcore = ctx.client_capabilities.get("codexcore_events") is True
     preflight = ctx.client_capabilities.get("supports_permission_preflight_events") is True
+    window = _fallback_window(ctx)
     replay = [
         notification
         for run_id, events in kept
-        for notification in _replayed(run_id, events, preflight, wants_codexcore)
+        for notification in _replayed(run_id, events, preflight, wants_codexcore, window)
     ]
-    sent = replay[-params.max_events :]
-    for notification in sent:
-        await ctx.notify("agent.event", notification)
-    truncated = len(kept) < len(runs) or len(sent) < len(replay)
-    return {"runs": len(kept), "events_sent": len(sent), "truncated": truncated}
+    sent = _newest_events(replay, params.max_events)
+    for method, notification in sent:
+        await ctx.notify(method, notification)
+    events_sent = sum(method == "agent.event" for method, _ in sent)
+    all_events = sum(method == "agent.event" for method, _ in replay)
+    truncated = len(kept) < len(runs) or events_sent < all_events
+    return {"runs": len(kept), "events_sent": events_sent, "truncated": truncated}
+
+
+def _fallback_window(ctx: RpcContext) -> Callable[[], int]:
+    """The configured model's window, for a recorded token count that names none."""
+    config = ctx.host.engine_config
+    return lambda: config.models.details(config.session.model).context_window
+
+
+Notification = tuple[str, dict[str, Any]]
+
+
+def _newest_events(replay: list[Notification], max_events: int) -> list[Notification]:
+    """The replay from its ``max_events``-th ``agent.event`` from the end on (with the
+    ``run.status`` and ``run.context`` among and after them)."""
+    count = 0
+    for at in range(len(replay) - 1, -1, -1):
+        if replay[at][0] == "agent.event":
+            count += 1
+            if count == max_events:
+                return replay[at:]
+    return replay
 
 
 async def _recorded_events(ctx: RpcContext, session_id: str) -> list[Event]:
@@ -223,29 +249,47 @@ def _runs(events: Iterable[Event]) -> Iterable[tuple[str, list[Event]]]:
 
 
 def _replayed(
-    run_id: str, events: list[Event], preflight: bool, wants_codexcore: bool
-) -> list[dict[str, Any]]:
-    """A run's ``agent.event`` params, as the live run numbered them.
+    run_id: str,
+    events: list[Event],
+    preflight: bool,
+    wants_codexcore: bool,
+    window: Callable[[], int],
+) -> list[Notification]:
+    """A run's notifications as the live run sent them: ``run.status running`` first,
+    each ``agent.event`` (``seq`` from 0, gap-free), ``run.context`` after each token
+    count, and the terminal ``run.status`` (``cancelled`` for a run the record ends
+    in the middle of: its process stopped).
 
     The user's prompt (a ``user_message``) becomes Codelia's ``hidden_user_message``,
-    drawn as ``> prompt``: with seq -1, as Codelia's runtime replays a run's input,
-    where the live run sent nothing for it (a Codelia UI draws its own prompt), so
-    every other event keeps its live seq; counted like any event for a
-    codexcore_events client, whose live run counted a ``codexcore.user_message``."""
+    drawn as ``> prompt``, as Codelia's runtime replays a run's input (the live run
+    sent nothing for it: a Codelia UI draws its own prompt); it is counted in the
+    ``seq``, so the events after it are numbered one more than live."""
     view = RunView(run_id, preflight=preflight)
-    out: list[dict[str, Any]] = []
+    out: list[Notification] = [("run.status", {"run_id": run_id, "status": "running"})]
     seq = 0
     for event in events:
         built, meta = agent_events(view, event, wants_codexcore)
         if isinstance(event.msg, UserMessage):
-            shown = {"type": "hidden_user_message", "content": prompt_text(event.msg)}
-            out.append(_params(run_id, seq if built else -1, shown, meta))
-            seq += len(built)
-            continue
+            built = [{"type": "hidden_user_message", "content": prompt_text(event.msg)}]
         for agent_event in built:
-            out.append(_params(run_id, seq, agent_event, meta))
+            out.append(("agent.event", _params(run_id, seq, agent_event, meta)))
             seq += 1
+        if isinstance(event.msg, TokenCount):
+            left = context_left(event.msg, window)
+            out.append(("run.context", {"run_id": run_id, "context_left_percent": left}))
+        terminal = terminal_status(event.msg)
+        if terminal is not None:
+            out.append(("run.status", _status(run_id, *terminal)))
+            return out
+    out.append(("run.status", _status(run_id, "cancelled", UNFINISHED)))
     return out
+
+
+UNFINISHED = "the run did not finish: its runtime stopped first"
+
+
+def _status(run_id: str, status: str, message: str | None) -> dict[str, Any]:
+    return {"run_id": run_id, "status": status, **({"message": message} if message else {})}
 
 
 def prompt_text(msg: UserMessage) -> str:

@@ -19,8 +19,9 @@ Mapping, where the engine's facts differ from the seed's fields:
   signal inside its shell shows the shell's exit code (128 + N): through the
   shell and bubblewrap, that is all the engine can know.
 * ``stdout`` and ``stderr`` are excerpts of at most 64 KiB each (head and tail,
-  Codelia's inline bound), ``truncated`` saying which were cut; no output cache,
-  so no ``*_cache_id``.
+  Codelia's inline bound), ``truncated`` saying which were cut; a cut stream is
+  kept whole (:mod:`._output_cache`) and named by ``stdout_cache_id`` /
+  ``stderr_cache_id``, for ``tool.call``'s ``tool_output_cache`` to read back.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -42,6 +44,8 @@ from codexcore.protocol import (
     RunUserShellCommand,
     Submission,
 )
+
+from ._output_cache import cache_of
 
 if TYPE_CHECKING:
     from codexcore.adapters.jsonrpc._methods import MethodTable
@@ -120,11 +124,13 @@ async def shell_exec(ctx: RpcContext, params: ShellExecParams) -> dict[str, Any]
         try:
             await attachment.submit(Submission(sub_id, op))
         except NotAccepted as exc:
-            raise RpcError(SERVER_ERROR, exc.message, {"code": exc.code}) from None
+            from ._runs import not_accepted  # the run machinery, only on this path
+
+            raise not_accepted(exc) from None
         end = await _wait(ctx, ended)
     finally:
         shells.forget(sub_id)
-    return _result(command, end)
+    return _result(command, end, cache_of(ctx).keep)
 
 
 async def _wait(ctx: RpcContext, ended: asyncio.Future[ExecCommandEnd]) -> ExecCommandEnd:
@@ -139,7 +145,7 @@ async def _wait(ctx: RpcContext, ended: asyncio.Future[ExecCommandEnd]) -> ExecC
     return ended.result()
 
 
-def _result(command: str, end: ExecCommandEnd) -> dict[str, Any]:
+def _result(command: str, end: ExecCommandEnd, keep: Callable[[str], str]) -> dict[str, Any]:
     stdout, stdout_cut = _excerpt(end.stdout)
     stderr, stderr_cut = _excerpt(end.stderr)
     exit_code: int | None = end.exit_code
@@ -148,7 +154,7 @@ def _result(command: str, end: ExecCommandEnd) -> dict[str, Any]:
         exit_code, signal = None, "SIGKILL"
     elif end.exit_code < 0:
         exit_code = None  # aborted, or refused: it never exited on its own
-    return {
+    result: dict[str, Any] = {
         "command_preview": _preview(command),
         "exit_code": exit_code,
         "signal": signal,
@@ -161,6 +167,11 @@ def _result(command: str, end: ExecCommandEnd) -> dict[str, Any]:
         },
         "duration_ms": end.duration_ms,
     }
+    if stdout_cut:
+        result["stdout_cache_id"] = keep(end.stdout)
+    if stderr_cut:
+        result["stderr_cache_id"] = keep(end.stderr)
+    return result
 
 
 def _preview(command: str) -> str:
@@ -207,6 +218,8 @@ SHELL_EXEC_RESULT: dict[str, Any] = {
             "required": ["stdout", "stderr", "combined"],
         },
         "duration_ms": {"type": "integer"},
+        "stdout_cache_id": {"type": "string"},
+        "stderr_cache_id": {"type": "string"},
     },
     "required": [
         "command_preview",
