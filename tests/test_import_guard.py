@@ -144,7 +144,9 @@ context)."""
 
 def command_modules(*allowed: str) -> tuple[str, ...]:
     """The CLI modules of every command but ``allowed`` (one command's, not the whole CLI's)."""
-    return tuple(f"codexcore.cli._{name}" for name in COMMANDS if name not in allowed)
+    return tuple(
+        f"codexcore.cli._{name.replace('-', '_')}" for name in COMMANDS if name not in allowed
+    )
 
 
 COMMAND_MODULES = command_modules()
