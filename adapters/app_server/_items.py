@@ -134,10 +134,10 @@ class TurnMapper:
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _ids(self, turn: TurnRecord, **params: Any) -> dict[str, Any]:
-        if "turn" in params:
+    def _ids(self, record: TurnRecord, **params: Any) -> dict[str, Any]:
+        if "turn" in params:  # turn/started and turn/completed carry the whole turn
             return {"threadId": self.thread_id, **params}
-        return {"threadId": self.thread_id, "turnId": turn.id, **params}
+        return {"threadId": self.thread_id, "turnId": record.id, **params}
 
     def start(self, turn: TurnRecord, item: dict[str, Any]) -> Note:
         turn.open[item["id"]] = item
