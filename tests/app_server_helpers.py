@@ -84,10 +84,10 @@ class Schema:
         assert "jsonrpc" not in message, f"Codex's app-server omits jsonrpc: {message}"
         if "method" in message and "id" in message:
             self._validate("JSONRPCRequest.json", message)
-            self._validate("ServerRequest.json", message)
+            self._validate_method("ServerRequest.json", message)
         elif "method" in message:
             self._validate("JSONRPCNotification.json", message)
-            self._validate("ServerNotification.json", message)
+            self._validate_method("ServerNotification.json", message)
         elif "error" in message:
             self._validate("JSONRPCError.json", message)
         else:
@@ -97,12 +97,26 @@ class Schema:
             self._validate(RESPONSES[method], message["result"])
         self.checked += 1
 
+    def _validate_method(self, name: str, message: dict[str, Any]) -> None:
+        """Against the branch of the ``oneOf`` for its method: the error then names the
+        field, where the union could only say that no branch matched."""
+        key = f"{name}#{message['method']}"
+        if key not in self._validators:
+            union = json.loads((self.folder / name).read_text())
+            branches = [
+                b for b in union["oneOf"] if message["method"] in b["properties"]["method"]["enum"]
+            ]
+            assert branches, f"{name} has no method {message['method']!r}"
+            schema = {"definitions": union["definitions"], **branches[0]}
+            self._validators[key] = jsonschema.Draft7Validator(schema)
+        self._validate(key, message)
+
     def _validate(self, name: str, value: Any) -> None:
-        errors = sorted(self._validator(name).iter_errors(value), key=lambda e: list(e.path))
-        if errors:
-            where = "/".join(str(p) for p in errors[0].absolute_path)
+        error = jsonschema.exceptions.best_match(self._validator(name).iter_errors(value))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path)
             raise AssertionError(
-                f"{name} rejects what codexcore sent at {where!r}: {errors[0].message}\n"
+                f"{name} rejects what codexcore sent at {where!r}: {error.message}\n"
                 f"{json.dumps(value)[:2000]}"
             )
 

@@ -4,8 +4,6 @@ scripted model, every message it sends validated against the pinned Codex CLI's 
 
 from __future__ import annotations
 
-import asyncio
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -35,9 +33,7 @@ def schema(tmp_path_factory: pytest.TempPathFactory) -> Schema:
 
 
 @pytest.fixture
-async def start(
-    schema: Schema, workspace: Path
-) -> AsyncIterator[Any]:
+async def start(schema: Schema, workspace: Path) -> AsyncIterator[Any]:
     """``start(base_url)``: a ``codexcore app-server`` process; all are killed after the test."""
     started: list[AppServer] = []
 
@@ -69,7 +65,9 @@ def text(value: str) -> list[dict[str, Any]]:
 
 async def run_turn(server: AppServer, thread_id: str, prompt: str, **params: Any) -> dict[str, Any]:
     """Start a turn and wait for its end; the ``turn/completed`` params."""
-    result = await server.call("turn/start", {"threadId": thread_id, "input": text(prompt), **params})
+    result = await server.call(
+        "turn/start", {"threadId": thread_id, "input": text(prompt), **params}
+    )
     turn_id = result["turn"]["id"]
     return await server.note("turn/completed", lambda p: p["turn"]["id"] == turn_id)
 
@@ -91,7 +89,8 @@ async def test_a_turn_streams_the_agent_text(start: Any, servers: Servers) -> No
     deltas = [
         n["params"]["delta"] for n in server.notes if n["method"] == "item/agentMessage/delta"
     ]
-    assert len(deltas) == 4 and "".join(deltas) == "Hello from codexcore"
+    assert len(deltas) == 4
+    assert "".join(deltas) == "Hello from codexcore"
     [message] = items(server, "item/completed", "agentMessage")
     assert message["text"] == "Hello from codexcore"
     [user] = items(server, "item/completed", "userMessage")
@@ -119,13 +118,16 @@ async def test_a_command_is_approved_then_another_declined(
         asked = await server.server_request()
         assert asked["method"] == "item/commandExecution/requestApproval"
         params = asked["params"]
-        assert params["threadId"] == thread_id and params["turnId"] == turn["turn"]["id"]
+        assert params["threadId"] == thread_id
+        assert params["turnId"] == turn["turn"]["id"]
         server.write({"id": asked["id"], "result": {"decision": decision}})
     done = await server.note("turn/completed")
     assert done["turn"]["status"] == "completed"
-    assert (workspace / "approved.txt").exists() and not (workspace / "declined.txt").exists()
+    assert (workspace / "approved.txt").exists()
+    assert not (workspace / "declined.txt").exists()
     by_id = {item["id"]: item for item in items(server, "item/completed", "commandExecution")}
-    assert by_id["c1"]["status"] == "completed" and by_id["c1"]["exitCode"] == 0
+    assert by_id["c1"]["status"] == "completed"
+    assert by_id["c1"]["exitCode"] == 0
     assert by_id["c2"]["status"] == "declined"
     resolved = [n for n in server.notes if n["method"] == "serverRequest/resolved"]
     assert len(resolved) == 2
@@ -185,18 +187,19 @@ async def test_a_patch_is_applied_as_a_file_change(
 async def test_interrupting_a_running_command_leaves_no_process(
     start: Any, servers: Servers, workspace: Path
 ) -> None:
-    script = "echo $$ > pid; exec sleep 60"
+    script = "echo pid=$$; exec sleep 60"
     _, scripted = serve(servers, shell_call(["bash", "-c", script], call_id="slow"))
     server = await start(scripted.base_url)
     thread_id = await new_thread(server, approvalPolicy="never", sandbox="danger-full-access")
     turn = await server.call("turn/start", {"threadId": thread_id, "input": text("wait")})
     turn_id = turn["turn"]["id"]
-    await server.note("item/started", lambda p: p["item"]["type"] == "commandExecution")
-    pid_file = workspace / "pid"
-    async with asyncio.timeout(30):
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            await asyncio.sleep(0.02)
-    pid = int(pid_file.read_text())
+    output = await server.note(
+        "item/commandExecution/outputDelta", lambda p: p["delta"].startswith("pid=")
+    )
+    assert output["itemId"] == "slow"
+    assert output["turnId"] == turn_id
+    pid = int(output["delta"].split("=")[1])
+    assert _alive(pid)
     assert await server.call("turn/interrupt", {"threadId": thread_id, "turnId": turn_id}) == {}
     done = await server.note("turn/completed")
     assert done["turn"]["status"] == "interrupted"
@@ -230,14 +233,16 @@ async def test_threads_resume_in_a_new_process_list_read_fork_and_archive(
     await second.initialize()
     listed = await second.call("thread/list", {})
     [entry] = [t for t in listed["data"] if t["id"] == thread_id]
-    assert entry["status"] == {"type": "notLoaded"} and entry["preview"] == "first question"
+    assert entry["status"] == {"type": "notLoaded"}
+    assert entry["preview"] == "first question"
     read = await second.call("thread/read", {"threadId": thread_id, "includeTurns": True})
     [past] = read["thread"]["turns"]
     assert [i["type"] for i in past["items"]] == ["userMessage", "agentMessage"]
     assert past["items"][1]["text"] == "first answer"
 
     resumed = await second.call("thread/resume", {"threadId": thread_id})
-    assert resumed["thread"]["id"] == thread_id and len(resumed["thread"]["turns"]) == 1
+    assert resumed["thread"]["id"] == thread_id
+    assert len(resumed["thread"]["turns"]) == 1
     done = await run_turn(second, thread_id, "second question")
     assert done["turn"]["status"] == "completed"
     assert model.requests[1]["previous_response_id"] == "resp_1"
@@ -259,7 +264,8 @@ async def test_errors_name_the_method_or_the_field(start: Any, servers: Servers)
     _, scripted = serve(servers)
     server = await start(scripted.base_url)
     early = await server.send("thread/start", {})
-    assert early["error"]["code"] == -32600 and "initialized" in early["error"]["message"]
+    assert early["error"]["code"] == -32600
+    assert "initialized" in early["error"]["message"]
     await server.initialize()
     unknown = await server.send("account/read", {})
     assert unknown["error"]["code"] == -32601

@@ -124,8 +124,8 @@ class TurnMapper:
     def feed(self, event: Event) -> list[Note]:
         msg = event.msg
         if isinstance(msg, TaskStarted):
-            turn = self.turns[event.id] = TurnRecord(event.id, now_ms())
-            return [("turn/started", self._ids(turn, turn=turn.wire()))]
+            record = self.turns[event.id] = TurnRecord(event.id, now_ms())
+            return [("turn/started", self._ids(record, turn=record.wire()))]
         turn = self.turns.get(event.id)
         if turn is None or turn.completed_at is not None:
             return []

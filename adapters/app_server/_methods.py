@@ -20,9 +20,8 @@ from codexcore.protocol import (
 
 from . import _records as records
 from ._params import EFFORTS, Params
-from ._server import ANSWERED
 from ._thread import AppThread
-from ._wire import INTERNAL_ERROR, INVALID_REQUEST, AppError, invalid_params
+from ._wire import ANSWERED, INTERNAL_ERROR, INVALID_REQUEST, AppError, invalid_params
 
 if TYPE_CHECKING:
     from ._server import Connection, Handler
@@ -249,7 +248,7 @@ async def turn_start(conn: Connection, call: Request) -> Any:
     p = Params(call.params)
     thread = conn.thread(p.required("threadId"))
     items = p.input_items()
-    overrides = {
+    overrides: dict[str, Any] = {
         "model": p.string("model"),
         "effort": p.effort(),
         "sandbox_policy": p.sandbox_policy(),
@@ -263,7 +262,7 @@ async def turn_start(conn: Connection, call: Request) -> Any:
     if thread.running_turn() is not None:
         raise AppError(INVALID_REQUEST, "a turn is already running on this thread")
     turn_id = str(uuid.uuid4())
-    turn = {"id": turn_id, "items": [], "status": "inProgress", "error": None}
+    turn: dict[str, Any] = {"id": turn_id, "items": [], "status": "inProgress", "error": None}
     if overrides:
         await thread.submit(OverrideTurnContext(**overrides))
     if not thread.preview:

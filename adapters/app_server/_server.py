@@ -23,8 +23,10 @@ from codexcore.adapters.transports._conduit import Conduit, Lines
 from codexcore.adapters.transports._framing import LineTooLong
 
 from ._items import Note
+from ._methods import HANDLERS, IN_TASK
 from ._thread import AppThread
 from ._wire import (
+    ANSWERED,
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -42,9 +44,6 @@ from ._wire import (
 
 log = get_logger(__name__)
 
-ANSWERED = object()
-"""What a handler returns when it sent its answer itself (before what follows it)."""
-
 Handler = Callable[["Connection", Request], Awaitable[Any]]
 
 
@@ -52,8 +51,6 @@ class Connection:
     """One client of the app-server protocol (see the module)."""
 
     def __init__(self, conduit: Conduit, host: SessionHost, *, end_threads: bool) -> None:
-        from ._methods import HANDLERS, IN_TASK
-
         self.conduit = conduit
         self.host = host
         self.end_threads = end_threads

@@ -151,9 +151,9 @@ class AppThread:
         for _, future in self._waiters.values():
             if not future.done():
                 future.set_result(ErrorEvent("the thread has shut down", "shutdown"))
-        for future in self._turn_ends.values():
-            if not future.done():
-                future.set_result(None)
+        for ended in self._turn_ends.values():
+            if not ended.done():
+                ended.set_result(None)
 
     async def _handle(self, event: Event) -> None:
         msg = event.msg

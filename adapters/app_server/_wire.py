@@ -20,6 +20,9 @@ INTERNAL_ERROR = -32603
 
 RequestId = int | str
 
+ANSWERED = object()
+"""What a handler returns when it sent its answer itself (before what follows it)."""
+
 
 class AppError(Exception):
     """An error answer: raise it from a handler to answer with ``code``."""
