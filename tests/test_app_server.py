@@ -4,6 +4,8 @@ scripted model, every message it sends validated against the pinned Codex CLI's 
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -285,3 +287,64 @@ async def test_errors_name_the_method_or_the_field(start: Any, servers: Servers)
     defaults = [m for m in models["data"] if m["isDefault"]]
     assert len(defaults) == 1
     assert await server.close() == 0
+
+
+# A 1x1 transparent PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000100e5277ede0000000049454e44ae426082"
+)
+
+
+async def test_a_turn_takes_images_its_own_model_effort_and_output_schema(
+    start: Any, servers: Servers, workspace: Path
+) -> None:
+    model, scripted = serve(servers, text_response('{"answer": 42}'))
+    server = await start(scripted.base_url)
+    thread_id = await new_thread(server)
+    (workspace / "dot.png").write_bytes(PNG)
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    params = {
+        "threadId": thread_id,
+        "input": [
+            {"type": "text", "text": "what is in it?"},
+            {"type": "localImage", "path": str(workspace / "dot.png")},
+            {"type": "image", "url": "https://example.com/cat.png"},
+        ],
+        "model": "gpt-5-mini",
+        "effort": "high",
+        "outputSchema": schema,
+    }
+    await server.call("turn/start", params)
+    done = await server.note("turn/completed")
+    assert done["turn"]["status"] == "completed"
+    [request] = model.requests
+    assert request["model"] == "gpt-5-mini"
+    assert request["reasoning"]["effort"] == "high"
+    assert request["text"]["format"]["type"] == "json_schema"
+    assert request["text"]["format"]["schema"] == schema
+    content = request["input"][-1]["content"]
+    images = [part["image_url"] for part in content if part["type"] == "input_image"]
+    assert images[0].startswith("data:image/png;base64,")
+    assert images[1] == "https://example.com/cat.png"
+    assert await server.close() == 0
+
+
+async def test_sigterm_ends_the_threads_and_their_commands(start: Any, servers: Servers) -> None:
+    _, scripted = serve(servers, shell_call(["bash", "-c", "echo pid=$$; exec sleep 60"]))
+    server = await start(scripted.base_url)
+    thread_id = await new_thread(server, approvalPolicy="never", sandbox="danger-full-access")
+    await server.call("turn/start", {"threadId": thread_id, "input": text("wait")})
+    output = await server.note(
+        "item/commandExecution/outputDelta", lambda p: p["delta"].startswith("pid=")
+    )
+    pid = int(output["delta"].split("=")[1])
+    server.process.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(30):
+        assert await server.process.wait() == 0
+    assert not _alive(pid)
