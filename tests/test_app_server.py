@@ -281,6 +281,8 @@ async def test_errors_name_the_method_or_the_field(start: Any, servers: Servers)
     )
     assert wrong["error"]["code"] == -32602
     assert wrong["error"]["message"].startswith("params.input[0].type:")
+    stray = await server.send("turn/interrupt", {"threadId": thread_id, "turnId": "nope"})
+    assert stray["error"]["message"].startswith("params.turnId:")
     missing = await server.send("turn/start", {"input": text("hi")})
     assert missing["error"]["message"] == "params.threadId: is required"
     models = await server.call("model/list", {})

@@ -267,6 +267,7 @@ async def turn_start(conn: Connection, call: Request) -> Any:
         await thread.submit(OverrideTurnContext(**overrides))
     if not thread.preview:
         thread.preview = " ".join(getattr(item, "text", "") for item in items).strip()
+    thread.started_turns.add(turn_id)
     await conn.answer(call.id, {"turn": turn})
     await thread.submit(UserInput(items, output_schema=schema), turn_id)
     return ANSWERED
@@ -277,6 +278,8 @@ async def turn_interrupt(conn: Connection, call: Request) -> Any:
     thread = conn.thread(p.required("threadId"))
     turn_id = p.required("turnId")
     turn = thread.mapper.turns.get(turn_id)
+    if turn is None and turn_id not in thread.started_turns:
+        raise invalid_params("params.turnId", f"no turn {turn_id!r} on this thread")
     if turn is not None and turn.completed_at is not None:
         return {}
     ended = thread.turn_end(turn_id)

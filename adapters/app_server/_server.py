@@ -74,9 +74,15 @@ class Connection:
         await self.conduit.drain()
 
     async def notify(self, notes: list[Note]) -> None:
+        """Send notifications; once the client is gone they are dropped, so a thread's
+        follower goes on taking its session's events (the session must not wait on us)."""
         lines = [notification(m, p) for m, p in notes if m not in self.opt_out]
-        if lines:
-            await self.write(b"".join(lines))
+        if lines and not self._closed:
+            try:
+                await self.write(b"".join(lines))
+            except (ConnectionError, OSError) as exc:
+                log.info("client gone: notifications dropped", error=str(exc))
+                self._closed = True
 
     async def answer(self, rid: RequestId, result: Any) -> None:
         await self.write(response(rid, result))

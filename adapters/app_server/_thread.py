@@ -67,6 +67,7 @@ class AppThread:
         self.created_at = now_ms() // 1000
         self.preview = ""
         self.forked_from: str | None = None
+        self.started_turns: set[str] = set()  # turn/start's ids, before their task_started
         self._waiters: dict[str, tuple[frozenset[str], asyncio.Future[EventMsg]]] = {}
         self._turn_ends: dict[str, asyncio.Future[None]] = {}
         self._asking: set[asyncio.Task[None]] = set()
