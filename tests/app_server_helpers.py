@@ -150,22 +150,42 @@ class AppServer:
         self.requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.changed = asyncio.Event()
         self.failure: BaseException | None = None
+        self.stderr: list[str] = []
         self.reader = asyncio.create_task(self._read())
+        self.stderr_reader = asyncio.create_task(self._read_stderr())
 
     @classmethod
-    async def start(cls, schema: Schema, env: dict[str, str], cwd: Path) -> AppServer:
+    async def start(cls, schema: Schema, env: dict[str, str], cwd: Path, *args: str) -> AppServer:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "codexcore",
             "app-server",
+            *args,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             env=env,
             cwd=cwd,
             limit=64 * 1024 * 1024,
         )
         return cls(process, schema)
+
+    async def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        while line := await self.process.stderr.readline():
+            self.stderr.append(line.decode("utf-8", "replace"))
+            self.changed.set()
+
+    async def logged(self, text: str) -> str:
+        """The first stderr line holding ``text``, waited for."""
+        async with asyncio.timeout(WAIT):
+            while True:
+                for line in self.stderr:
+                    if text in line:
+                        return line
+                self.changed.clear()
+                await self.changed.wait()
 
     async def _read(self) -> None:
         assert self.process.stdout is not None
@@ -247,12 +267,14 @@ class AppServer:
         async with asyncio.timeout(WAIT):
             code = await self.process.wait()
             await self.reader
+            await self.stderr_reader
         return code
 
     async def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
         await self.process.wait()
-        self.reader.cancel()
-        with contextlib.suppress(BaseException):
-            await self.reader
+        for task in (self.reader, self.stderr_reader):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task

@@ -5,7 +5,11 @@ scripted model, every message it sends validated against the pinned Codex CLI's 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
 import signal
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -39,9 +43,9 @@ async def start(schema: Schema, workspace: Path) -> AsyncIterator[Any]:
     """``start(base_url)``: a ``codexcore app-server`` process; all are killed after the test."""
     started: list[AppServer] = []
 
-    async def starter(base_url: str) -> AppServer:
+    async def starter(base_url: str, *args: str) -> AppServer:
         env = server_env(base_url, OPENAI_API_KEY="sk-test")
-        server = await AppServer.start(schema, env, workspace)
+        server = await AppServer.start(schema, env, workspace, *args)
         started.append(server)
         return server
 
@@ -350,3 +354,46 @@ async def test_sigterm_ends_the_threads_and_their_commands(start: Any, servers: 
     async with asyncio.timeout(30):
         assert await server.process.wait() == 0
     assert not _alive(pid)
+
+
+async def test_a_thread_is_a_session_watched_over_its_control_socket(
+    start: Any, servers: Servers, workspace: Path
+) -> None:
+    os.mkfifo(workspace / "gate")  # holds the command (and so the Turn) until written
+    model, scripted = serve(
+        servers,
+        shell_call(["bash", "-c", "echo ready; cat gate"], call_id="held"),
+        text_response("done"),
+    )
+    sockets = Path(tempfile.mkdtemp(prefix="cx-"))  # a short path: Unix sockets need one
+    try:
+        server = await start(
+            scripted.base_url, "--session-sockets", str(sockets), "--log-level", "info"
+        )
+        thread_id = await new_thread(server, approvalPolicy="never", sandbox="danger-full-access")
+        await server.logged("control socket")
+        await server.call("turn/start", {"threadId": thread_id, "input": text("hold")})
+        await server.note("item/commandExecution/outputDelta", lambda p: "ready" in p["delta"])
+        reader, writer = await asyncio.open_unix_connection(sockets / f"{thread_id}.sock")
+        status = await _socket_call(reader, writer, "get_status")
+        assert status["status"] == "running"
+        assert status["task_dir"] == str(workspace)
+        (workspace / "gate").write_text("go\n")  # the command ends, and with it the Turn
+        done = await server.note("turn/completed")
+        assert done["turn"]["status"] == "completed"
+        assert len(model.requests) == 2
+        writer.close()
+        assert await server.close() == 0
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+async def _socket_call(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str
+) -> Any:
+    writer.write(json.dumps({"jsonrpc": "2.0", "id": method, "method": method}).encode() + b"\n")
+    async with asyncio.timeout(30):
+        while True:
+            answer = json.loads(await reader.readline())
+            if answer.get("id") == method:
+                return answer["result"]

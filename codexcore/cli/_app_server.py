@@ -44,6 +44,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--stdio", action="store_true", help="serve on stdio (the same as --listen stdio://)"
     )
+    parser.add_argument(
+        "--session-sockets",
+        metavar="DIR",
+        nargs="?",
+        const="",
+        help="give every thread a control socket DIR/<thread>.sock (default DIR "
+        "$CODEXCORE_HOME/sockets): watch it, stop it, as any session",
+    )
     parser.add_argument("--profile", help="a profile from config.toml")
     parser.add_argument("-m", "--model", help="the model threads start with")
     parser.add_argument(
@@ -76,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     in_fd, out_fd = claim_stdio()
     imports_done()
-    return asyncio.run(_serve(config, in_fd, out_fd))
+    return asyncio.run(_serve(config, in_fd, out_fd, args.session_sockets))
 
 
 def _config(args: argparse.Namespace) -> HostConfig:
@@ -97,13 +105,20 @@ def _config(args: argparse.Namespace) -> HostConfig:
     return HostConfig(engine=engine, token=None)
 
 
-async def _serve(config: HostConfig, in_fd: int, out_fd: int) -> int:
+async def _serve(config: HostConfig, in_fd: int, out_fd: int, sockets_dir: str | None) -> int:
     from ..adapters.app_server import serve_app_server
     from ..adapters.host import SessionHost
     from ..adapters.stdio import FdConduit
 
     loop = asyncio.get_running_loop()
+    sockets = None
     async with SessionHost(config) as host:
+        if sockets_dir is not None:
+            try:
+                sockets = _session_sockets(host, sockets_dir)
+            except OSError as exc:
+                _say(f"--session-sockets: {exc}")
+                return EXIT_USAGE
         conduit = await FdConduit.open(in_fd, out_fd)
         serving = asyncio.create_task(serve_app_server(conduit, host))
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -114,4 +129,21 @@ async def _serve(config: HostConfig, in_fd: int, out_fd: int) -> int:
             pass
         finally:
             conduit.abort()
+    if sockets is not None:
+        await sockets.aclose()
     return 0
+
+
+def _session_sockets(host: Any, directory: str) -> Any:
+    """Every thread's control socket, as ``serve --session-sockets`` gives every session."""
+    from pathlib import Path
+
+    from ..adapters.session_sockets import SessionSockets, default_directory
+    from ..adapters.unix import prepare_directory
+    from ..config import default_home
+
+    path = Path(directory or default_directory(default_home()))
+    prepare_directory(path)
+    sockets = SessionSockets(host, path)
+    sockets.serve_all()
+    return sockets
