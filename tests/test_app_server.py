@@ -356,14 +356,14 @@ async def test_sigterm_ends_the_threads_and_their_commands(start: Any, servers: 
     assert not _alive(pid)
 
 
-async def test_a_thread_is_a_session_watched_over_its_control_socket(
+async def test_a_thread_is_a_session_watched_and_stopped_over_its_control_socket(
     start: Any, servers: Servers, workspace: Path
 ) -> None:
     os.mkfifo(workspace / "gate")  # holds the command (and so the Turn) until written
     model, scripted = serve(
         servers,
         shell_call(["bash", "-c", "echo ready; cat gate"], call_id="held"),
-        text_response("done"),
+        text_response("never asked: the stop ends the Task after this Turn"),
     )
     sockets = Path(tempfile.mkdtemp(prefix="cx-"))  # a short path: Unix sockets need one
     try:
@@ -378,10 +378,11 @@ async def test_a_thread_is_a_session_watched_over_its_control_socket(
         status = await _socket_call(reader, writer, "get_status")
         assert status["status"] == "running"
         assert status["task_dir"] == str(workspace)
+        assert await _socket_call(reader, writer, "stop") == {"status": "stop_requested"}
         (workspace / "gate").write_text("go\n")  # the command ends, and with it the Turn
         done = await server.note("turn/completed")
         assert done["turn"]["status"] == "completed"
-        assert len(model.requests) == 2
+        assert len(model.requests) == 1  # the stop: no request after the command's Turn
         writer.close()
         assert await server.close() == 0
     finally:

@@ -135,16 +135,20 @@ class AppThread:
     # --- events --------------------------------------------------------------------------
 
     async def _follow(self) -> None:
+        """Take the session's events until it ends. One event that cannot be mapped is
+        logged and skipped: a follower that stopped taking would hold the engine (the
+        attachment is lossless), and the thread would go silent."""
         attachment = self.attachment
         try:
             while frames := await attachment.take():
                 for frame in frames:
-                    if isinstance(frame, Out):
+                    if not isinstance(frame, Out):
+                        log.info("session notice", notice=type(frame).__name__, thread_id=self.id)
+                        continue
+                    try:
                         await self._handle(decode_event(frame.data))
-                    else:
-                        log.info("session notice", notice=type(frame).__name__, thread=self.id)
-        except Exception:
-            log.exception("thread follower failed", thread=self.id)
+                    except Exception:
+                        log.exception("event not mapped", thread_id=self.id)
         finally:
             self._fail_waiters()
 
