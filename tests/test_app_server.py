@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -398,3 +399,27 @@ async def _socket_call(
             answer = json.loads(await reader.readline())
             if answer.get("id") == method:
                 return answer["result"]
+
+
+async def test_listen_names_the_transports_it_serves() -> None:
+    for url, says in (
+        ("ws://127.0.0.1:4500", "WebSocket transport is not available yet"),
+        ("unix:///tmp/x.sock", "not a transport codexcore serves"),
+    ):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "codexcore",
+            "app-server",
+            "--listen",
+            url,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=server_env(None, OPENAI_API_KEY="sk-test"),
+        )
+        async with asyncio.timeout(30):
+            out, err = await process.communicate()
+        assert process.returncode == 2
+        assert out == b""
+        assert says in err.decode()
