@@ -133,3 +133,9 @@ def write_codex_home(home: Path, base_url: str) -> None:
     shutil.rmtree(home, ignore_errors=True)
     ignore_all(home)
     (home / "config.toml").write_text(codex_config(base_url))
+
+
+if __name__ == "__main__":
+    # `python bench/_vs_codex_cli.py`: install the pinned CLI (.ci/run does, for the
+    # app-server tests' schema) and print where its binary is.
+    print(install_codex(CLI_DIR, CODEX_VERSION))

@@ -176,6 +176,7 @@ def test_the_drawing_follows_a_changed_contract() -> None:
         ("codexcore.adapters.client", "RemoteCodex"),
         ("codexcore.adapters.client", "RemoteCodexThread"),
         ("codexcore.adapters.acp", "serve_acp"),
+        ("codexcore.adapters.app_server", "serve_app_server"),
         ("codexcore.adapters.stdio", "serve_stdio"),
         ("codexcore.adapters.tcp", "TcpServer"),
         ("codexcore.adapters.unix", "UnixServer"),

@@ -77,6 +77,9 @@ connection (a stdio attachment holds the engine instead): not a stdio server's, 
 ACP = ("codexcore.adapters.acp", "codexcore.cli._acp")
 """The ACP agent (``codexcore acp``) and its SDK (``acp``, in :data:`OPTIONAL`)."""
 
+APP_SERVER = ("codexcore.adapters.app_server", "codexcore.cli._app_server")
+"""Codex's app-server protocol (``codexcore app-server``): no other path loads it."""
+
 REDIS = ("codexcore.adapters.redis_pool",)
 """The worker pool behind Redis (``serve --redis``) and its client (``redis``)."""
 
@@ -144,7 +147,9 @@ context)."""
 
 def command_modules(*allowed: str) -> tuple[str, ...]:
     """The CLI modules of every command but ``allowed`` (one command's, not the whole CLI's)."""
-    return tuple(f"codexcore.cli._{name}" for name in COMMANDS if name not in allowed)
+    return tuple(
+        f"codexcore.cli._{name.replace('-', '_')}" for name in COMMANDS if name not in allowed
+    )
 
 
 COMMAND_MODULES = command_modules()
@@ -198,7 +203,7 @@ ENTRY_POINTS = [
     Entry(
         "codexcore --help",
         ["--help"],
-        (*OPTIONAL, *ENGINE, *ACP, *REDIS, *COMMAND_MODULES),
+        (*OPTIONAL, *ENGINE, *ACP, *APP_SERVER, *REDIS, *COMMAND_MODULES),
         answer=b"COMMAND",
     ),
     Entry(
@@ -210,6 +215,7 @@ ENTRY_POINTS = [
             *JSONRPC,
             *SOCKETS,
             *ACP,
+            *APP_SERVER,
             *REDIS,
             *CONTROL_CLIENT,
             *command_modules("exec"),
@@ -224,6 +230,7 @@ ENTRY_POINTS = [
             *JSONRPC,
             *SOCKETS,
             *ACP,
+            *APP_SERVER,
             *REDIS,
             *CONTROL_CLIENT,
             *CONTROL_RECEIVER,
@@ -243,6 +250,7 @@ ENTRY_POINTS = [
             *JSONRPC,
             *SOCKETS,
             *ACP,
+            *APP_SERVER,
             *REDIS,
             *CONTROL_CLIENT,
             *CONTROL_RECEIVER,
@@ -263,6 +271,7 @@ ENTRY_POINTS = [
             *RPC_SEEDS,
             *SOCKETS,
             *ACP,
+            *APP_SERVER,
             *REDIS,
             *CONTROL_CLIENT,
             *CONTROL_RECEIVER,

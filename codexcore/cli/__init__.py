@@ -25,6 +25,7 @@ from ._options import VALUED, add_global_options, add_to_commands, config_pairs,
 
 COMMANDS = (
     "acp",
+    "app-server",
     "completion",
     "control",
     "demo",
@@ -37,6 +38,7 @@ COMMANDS = (
 
 SUMMARIES = {
     "acp": "be an Agent Client Protocol agent on stdio (Zed, JetBrains, Neovim)",
+    "app-server": "speak Codex's app-server protocol on stdio (clients written for Codex)",
     "completion": "print a shell completion script (bash, zsh or fish)",
     "control": "give a live session input, or interrupt it (ATM-style control messages)",
     "demo": "run one Task offline against an embedded scripted model",
@@ -111,7 +113,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if argv is not None and name != chosen and name in SUMMARIES:
             subparsers.add_parser(name, help=SUMMARIES[name], add_help=False)
         else:
-            importlib.import_module(f"codexcore.cli._{name}").register(subparsers)
+            importlib.import_module(f"codexcore.cli._{name.replace('-', '_')}").register(subparsers)
     add_to_commands(parser)
     return parser
 
