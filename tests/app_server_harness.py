@@ -67,37 +67,58 @@ class HarnessModel(ScriptedModel):
     """A model that answers by what each request holds, so any server can drive it:
     after a tool output, ``Ran it.``; after ``run: CMD``, a call of whichever shell tool
     the server offers (Codex: ``exec_command`` with a string, codexcore: ``shell`` with
-    an argv); after anything else, ``Noted: TEXT``."""
+    an argv); after anything else, ``Noted: TEXT``.
+
+    As the Responses API does, a request naming a ``previous_response_id`` continues
+    that response's conversation (Codex sends the whole history each time; codexcore,
+    by default, only what is new): :meth:`user_texts` sees the whole conversation
+    either way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._conversations: list[list[dict[str, Any]]] = []
+        self._by_response: dict[str, list[dict[str, Any]]] = {}
 
     def respond(self, body: dict[str, Any]) -> ScriptedResponse:
+        items = [item for item in body.get("input") or [] if isinstance(item, dict)]
         with self._lock:
             self.requests.append(body)
-        items = [item for item in body.get("input") or [] if isinstance(item, dict)]
+            earlier = self._by_response.get(str(body.get("previous_response_id")), [])
+            conversation = [*earlier, *items]
+            self._conversations.append(conversation)
+            response_id = f"resp_harness_{len(self.requests)}"
+            self._by_response[response_id] = conversation
+        return self._answer(body, items, response_id)
+
+    def _answer(
+        self, body: dict[str, Any], items: list[dict[str, Any]], response_id: str
+    ) -> ScriptedResponse:
         for item in reversed(items):
             if item.get("type") in ("function_call_output", "custom_tool_call_output"):
-                return text_response("Ran it.")
+                return text_response("Ran it.", response_id=response_id)
             if item.get("role") == "user":
                 text = _text_of(item)
                 if text.startswith(RUN_MARK):
-                    return self._command(body, text.removeprefix(RUN_MARK))
-                return text_response(f"Noted: {text}")
-        return text_response("Nothing asked.")
+                    return self._command(body, text.removeprefix(RUN_MARK), response_id)
+                return text_response(f"Noted: {text}", response_id=response_id)
+        return text_response("Nothing asked.", response_id=response_id)
 
     @staticmethod
-    def _command(body: dict[str, Any], command: str) -> ScriptedResponse:
+    def _command(body: dict[str, Any], command: str, response_id: str) -> ScriptedResponse:
         tools = {tool.get("name") for tool in body.get("tools") or [] if isinstance(tool, dict)}
         if "exec_command" in tools:
-            return function_call_response("exec_command", {"cmd": command})
+            return function_call_response("exec_command", {"cmd": command}, response_id=response_id)
         if "shell" in tools:
-            return shell_call(["bash", "-c", command])
+            return shell_call(["bash", "-c", command], response_id=response_id)
         return text_response(f"no shell tool among {sorted(map(str, tools))}")
 
     def user_texts(self) -> list[list[str]]:
-        """Per request, the user messages it carried (what history the server sent)."""
+        """Per request, the user messages of its whole conversation (what it sent, and
+        what its ``previous_response_id`` chain holds)."""
         with self._lock:
             return [
-                [_text_of(i) for i in r.get("input") or [] if i.get("role") == "user"]
-                for r in self.requests
+                [_text_of(i) for i in conversation if i.get("role") == "user"]
+                for conversation in self._conversations
             ]
 
 
@@ -180,8 +201,7 @@ CODEXCORE = AppServer(
     env=_codexcore_env,
     available=lambda: None,
 )
-"""``codexcore app-server``, for ``tests/test_app_server_clients.py``'s ``SERVERS`` once
-that command exists (its WebSocket face must print ``listening on ws://HOST:PORT``)."""
+"""``codexcore app-server`` (its WebSocket face prints ``listening on ws://HOST:PORT``)."""
 
 
 @contextmanager

@@ -402,10 +402,7 @@ async def _socket_call(
 
 
 async def test_listen_names_the_transports_it_serves() -> None:
-    for url, says in (
-        ("ws://127.0.0.1:4500", "WebSocket transport is not available yet"),
-        ("unix:///tmp/x.sock", "not a transport codexcore serves"),
-    ):
+    for url, says in (("unix:///tmp/x.sock", "not a transport codexcore serves"),):
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

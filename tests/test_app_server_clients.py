@@ -2,10 +2,10 @@
 over stdio and over WebSocket: a thread, an approved command, an interrupted turn, a
 thread resumed by a new process.
 
-Parametrized over the server: the real ``codex app-server`` of the pinned version now
-(proving the harness against the reference), ``codexcore app-server`` beside it once
-that dialect lands. Outside CI a missing client venv or Codex binary skips; in CI
-(``.ci/run`` installs both) it fails.
+Parametrized over the server: the real ``codex app-server`` of the pinned version
+(proving the harness against the reference) and ``codexcore app-server``. Outside CI
+a missing client venv or Codex binary skips; in CI (``.ci/run`` installs both) it
+fails.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from codexcore.testing import ScriptedResponsesServer
 
 from .app_server_harness import (
     CODEX,
+    CODEXCORE,
     AppServer,
     HarnessModel,
     alive,
@@ -34,7 +35,7 @@ from .app_server_harness import (
 
 pytestmark = pytest.mark.anyio
 
-SERVERS = [CODEX]  # + CODEXCORE (app_server_harness) once `codexcore app-server` lands
+SERVERS = [CODEX, CODEXCORE]
 TRANSPORTS = ["stdio", "ws"]
 
 

@@ -3,7 +3,11 @@ the command line of ``codex app-server``, so a client written for Codex (the VS 
 extension, the app-server client libraries) runs on codexcore by changing only the
 command it starts.
 
-stdio by default (``--listen stdio://``). Threads are sessions recorded in
+stdio by default (``--listen stdio://``); ``--listen ws://IP:PORT`` serves WebSocket
+clients, one message a frame: loopback without a token, any other address only with
+``--ws-auth capability-token --ws-token-file PATH`` (the token comes as
+``Authorization: Bearer TOKEN``); browser origins other than localhost pages are
+refused unless given with ``--allow-origin``. Threads are sessions recorded in
 ``$CODEXCORE_HOME`` as any other; they start from the configuration, as ``exec``
 does: flags, then the environment, the --profile, config.toml and the defaults.
 stdout carries only the protocol; logs go to stderr. At end of input the requests
@@ -39,7 +43,25 @@ def register(subparsers: Any) -> None:
         "--listen",
         default="stdio://",
         metavar="URL",
-        help="the transport: stdio:// (the default); ws://HOST:PORT is not available yet",
+        help="the transport: stdio:// (the default) or ws://IP:PORT",
+    )
+    parser.add_argument(
+        "--ws-auth",
+        choices=("capability-token", "signed-bearer-token"),
+        help="how WebSocket clients authenticate: capability-token (with --ws-token-file); "
+        "signed-bearer-token is Codex's and not supported here",
+    )
+    parser.add_argument(
+        "--ws-token-file",
+        metavar="PATH",
+        help="the capability token's file: clients send Authorization: Bearer TOKEN",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed on ws:// besides localhost pages (repeatable)",
     )
     parser.add_argument(
         "--stdio", action="store_true", help="serve on stdio (the same as --listen stdio://)"
@@ -66,16 +88,16 @@ def _say(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     listen = "stdio://" if args.stdio else args.listen
-    if listen != "stdio://":
-        if listen.startswith(("ws://", "wss://")):
-            _say(f"--listen {listen}: the WebSocket transport is not available yet; use stdio://")
-        else:
-            _say(f"--listen {listen}: not a transport codexcore serves (stdio://)")
-        return EXIT_USAGE
     try:
         config = _config(args)
-    except ValueError as exc:
+        door = _door(args) if listen.startswith("ws://") else None
+    except (ValueError, OSError) as exc:
         _say(str(exc))
+        return EXIT_USAGE
+    if door is not None:
+        return asyncio.run(_serve_websocket(config, listen, door, args.session_sockets))
+    if listen != "stdio://":
+        _say(f"--listen {listen}: not a transport codexcore serves (stdio://, ws://IP:PORT)")
         return EXIT_USAGE
     # First thing after the configuration: nothing may reach the protocol stream but
     # protocol lines.
@@ -85,6 +107,21 @@ def run(args: argparse.Namespace) -> int:
     in_fd, out_fd = claim_stdio()
     imports_done()
     return asyncio.run(_serve(config, in_fd, out_fd, args.session_sockets))
+
+
+def _door(args: argparse.Namespace) -> Any:
+    """Who may open the WebSocket, from Codex's flags (a bad combination is a ValueError)."""
+    from ..adapters.transports import WebSocketDoor
+    from ._serve import read_token_file
+
+    if args.ws_auth == "signed-bearer-token":
+        raise ValueError("--ws-auth signed-bearer-token: not supported; use capability-token")
+    if args.ws_auth == "capability-token" and not args.ws_token_file:
+        raise ValueError("--ws-auth capability-token needs --ws-token-file PATH")
+    if args.ws_token_file and args.ws_auth != "capability-token":
+        raise ValueError("--ws-token-file goes with --ws-auth capability-token")
+    token = read_token_file(args.ws_token_file, _say) if args.ws_token_file else None
+    return WebSocketDoor(token, tuple(args.allow_origin))
 
 
 def _config(args: argparse.Namespace) -> HostConfig:
@@ -131,6 +168,40 @@ async def _serve(config: HostConfig, in_fd: int, out_fd: int, sockets_dir: str |
             conduit.abort()
     if sockets is not None:
         await sockets.aclose()
+    return 0
+
+
+async def _serve_websocket(
+    config: HostConfig, listen: str, door: Any, sockets_dir: str | None
+) -> int:
+    """Every WebSocket client a connection of its own on one host, until SIGTERM/SIGINT.
+    A client's threads outlive its connection (another may ``thread/resume`` them)
+    until the host's idle timeout, as the sessions of ``serve --tcp`` do."""
+    from ..adapters.app_server import serve_app_server
+    from ..adapters.host import SessionHost
+    from ..adapters.transports import serve_websocket
+    from ._serve import until_signalled
+
+    async with SessionHost(config) as host:
+        try:
+            sockets = _session_sockets(host, sockets_dir) if sockets_dir is not None else None
+        except OSError as exc:
+            _say(f"--session-sockets: {exc}")
+            return EXIT_USAGE
+        try:
+            await serve_websocket(
+                lambda conduit: serve_app_server(conduit, host, end_threads=False),
+                listen,
+                door,
+                until=until_signalled(),
+                on_listening=lambda listener: _say(f"listening on {listener.url}"),
+            )
+        except (ValueError, OSError) as exc:
+            _say(f"--listen {listen}: {exc}")
+            return EXIT_USAGE
+        finally:
+            if sockets is not None:
+                await sockets.aclose()
     return 0
 
 

@@ -37,6 +37,7 @@ import resource
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -267,18 +268,23 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
 MAX_TOKEN_FILE_BYTES = 4096
 
 
+def read_token_file(path: str, say: Callable[[str], None] = _say) -> str:
+    """The token in ``path`` (whitespace stripped); a warning when others may read it."""
+    from ..tools._safe_read import read_regular
+
+    info = os.stat(path)
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        say(f"warning: {path} is readable by other users")
+    # Not a regular file of at most 4 KiB (a FIFO, /dev/zero): refused, never waited on.
+    token = read_regular(path, MAX_TOKEN_FILE_BYTES).decode("utf-8").strip()
+    if not token:
+        raise ValueError(f"{path} holds no token")
+    return token
+
+
 def _token(args: argparse.Namespace) -> str | None:
     if args.token_file:
-        from ..tools._safe_read import read_regular
-
-        info = os.stat(args.token_file)
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            _say(f"warning: {args.token_file} is readable by other users")
-        # Not a regular file of at most 4 KiB (a FIFO, /dev/zero): refused, never waited on.
-        token = read_regular(args.token_file, MAX_TOKEN_FILE_BYTES).decode("utf-8").strip()
-        if not token:
-            raise ValueError(f"{args.token_file} holds no token")
-        return token
+        return read_token_file(args.token_file)
     token = os.environ.get("CODEXCORE_TOKEN", "").strip()
     if token:
         return token

@@ -1,0 +1,119 @@
+"""``codexcore app-server --listen ws://IP:PORT``: Codex's flags for the door, a real
+subprocess, a real ``websockets`` client on 127.0.0.1. The published client's scenarios
+over WebSocket are in ``test_app_server_clients.py``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer
+
+from .server_helpers import PY, ServerProcess, server_env
+from .websocket_helpers import WsClient
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "capability-token-for-the-test"
+INITIALIZE = {
+    "id": 0,
+    "method": "initialize",
+    "params": {"clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+async def app_server(cwd: Path, base_url: str, *args: str) -> ServerProcess:
+    server = ServerProcess()
+    argv = [PY, "-m", "codexcore", "app-server", *args]
+    await server._spawn(argv, server_env(base_url, OPENAI_API_KEY="sk-test"), cwd)
+    return server
+
+
+async def listening_url(server: ServerProcess) -> str:
+    found = await server.wait_stderr(r"listening on (ws://\S+)")
+    return found.group(1)
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--listen", "ws://0.0.0.0:0"], "requires a token"),
+        (["--listen", "ws://127.0.0.1:0", "--ws-auth", "signed-bearer-token"], "not supported"),
+        (["--listen", "ws://127.0.0.1:0", "--ws-auth", "capability-token"], "--ws-token-file"),
+        (["--listen", "ws://127.0.0.1:0", "--ws-token-file", "/nonexistent"], "--ws-auth"),
+        (["--listen", "wss://127.0.0.1:0"], "not a transport"),
+    ],
+)
+async def test_a_door_that_cannot_be_kept_is_refused_before_listening(
+    tmp_path: Path, flags: list[str], says: str
+) -> None:
+    server = await app_server(tmp_path, "http://127.0.0.1:9/v1", *flags)
+    assert await server.wait_exit() == 2
+    assert any(says in line for line in server.stderr), server.stderr
+
+
+async def test_beyond_loopback_only_the_capability_token_opens(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    os.chmod(token_file, 0o600)
+    async with ScriptedResponsesServer(ScriptedModel([])) as http:
+        server = await app_server(
+            tmp_path,
+            http.base_url,
+            "--listen",
+            "ws://0.0.0.0:0",
+            "--ws-auth",
+            "capability-token",
+            "--ws-token-file",
+            str(token_file),
+        )
+        try:
+            url = (await listening_url(server)).replace("0.0.0.0", "127.0.0.1")
+            for token in (None, "guess", TOKEN + "x"):
+                with pytest.raises(InvalidStatus) as refused:
+                    await WsClient.open(url, token=token)
+                assert refused.value.response.status_code == 401
+            client = await WsClient.open(url, token=TOKEN)
+            await client.send(INITIALIZE)
+            answer = await client.recv()
+            assert answer is not None
+            assert answer["id"] == 0
+            assert "userAgent" in answer["result"]
+            await client.close()
+        finally:
+            await server.kill()
+
+
+async def test_a_foreign_page_cannot_open_the_socket(tmp_path: Path) -> None:
+    async with ScriptedResponsesServer(ScriptedModel([])) as http:
+        allowed = "https://ui.example.com"
+        server = await app_server(
+            tmp_path, http.base_url, "--listen", "ws://127.0.0.1:0", "--allow-origin", allowed
+        )
+        try:
+            url = await listening_url(server)
+            with pytest.raises(InvalidStatus) as refused:
+                await WsClient.open(url, origin="https://evil.example")
+            assert refused.value.response.status_code == 403
+            client = await WsClient.open(url, origin=allowed)
+            await client.send(INITIALIZE)
+            assert (await client.recv() or {}).get("id") == 0
+            await client.close()
+        finally:
+            await server.kill()
+
+
+async def test_sigterm_ends_the_server_with_clients_connected(tmp_path: Path) -> None:
+    async with ScriptedResponsesServer(ScriptedModel([])) as http:
+        server = await app_server(tmp_path, http.base_url, "--listen", "ws://127.0.0.1:0")
+        url = await listening_url(server)
+        client = await WsClient.open(url)
+        await client.send(INITIALIZE)
+        assert (await client.recv() or {}).get("id") == 0
+        assert server.process is not None
+        server.process.terminate()
+        assert await server.wait_exit() == 0
+        await client.close()
