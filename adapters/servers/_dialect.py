@@ -205,6 +205,9 @@ async def serve_stdio_conduit(
     first = reading.result()
     if not _chooses_jsonrpc(dialects.protocol, first):
         return await serve_stdio_session(host, conduit, lines, first, credential=credential)
+    from codexcore.adapters.jsonrpc.session_socket._status import statuses
+
+    statuses(host).follow_new_sessions()  # get_status knows the session from its start
     connection = _rpc_connection(
         host,
         conduit,

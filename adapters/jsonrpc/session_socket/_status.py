@@ -245,6 +245,25 @@ class Statuses:
         self._by_session: dict[HostedSession, SessionStatus] = {}
         self._starting: dict[HostedSession, asyncio.Task[SessionStatus]] = {}
         self._forgetting: set[asyncio.Task[None]] = set()
+        self._following = False
+
+    def follow_new_sessions(self) -> None:
+        """Follow every session the host creates from now on, from its first event, so
+        ``get_status`` over a connection without replay (stdio) knows the whole session."""
+        if not self._following:
+            self._following = True
+            self._host.on_new_session(self._follow_new)
+
+    def _follow_new(self, session_id: str) -> None:
+        task = asyncio.create_task(self._get_logged(session_id))
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgetting.discard)
+
+    async def _get_logged(self, session_id: str) -> None:
+        try:
+            await self.get(session_id)
+        except Exception as exc:  # the session ended at once: nothing to follow
+            log.info("session status not followed", session=session_id, error=str(exc))
 
     async def get(self, session_id: str) -> SessionStatus:
         """The session's status, following it from now on; raises :class:`HostRefusal`."""

@@ -1,0 +1,161 @@
+"""Ralph-style session sockets under ``codexcore serve --stdio``, against real processes: a
+UI spawns the server and drives its session over stdio (JSON-RPC) while a monitor (the
+protocol's own example client) follows that session over its control socket."""
+
+from __future__ import annotations
+
+import re
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call, text_response
+
+from .server_helpers import Client, StdioServer
+from .test_control_socket import WAIT, Gate, SeedClient, call, ralph_dir, rpc, short_home
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def stdio_ui(
+    model: ScriptedModel, workspace: Path, home: str, *args: str
+) -> AsyncIterator[StdioServer]:
+    """``codexcore serve --stdio --protocol jsonrpc ARGS`` as a UI spawns it."""
+    with ScriptedResponsesServer(model) as http:  # its own thread: a Gate may block it
+        env = {"HOME": home, "CODEXCORE_LOG": "info"}
+        server = await StdioServer.start(
+            http.base_url, workspace, "--protocol", "jsonrpc", *args, env=env
+        )
+        try:
+            yield server
+        finally:
+            await server.kill()
+
+
+async def ask(ui: StdioServer, message: dict[str, Any]) -> Any:
+    """A request over stdio; its result (the notifications before it stay in ``ui.seen``)."""
+    await ui.send(message)
+    while (answer := await ui.recv(WAIT)) is not None and answer.get("id") != message["id"]:
+        pass
+    assert answer is not None, f"stdout ended before answering {message}"
+    return answer.get("result", answer)
+
+
+async def until_run_ends(ui: StdioServer) -> None:
+    def ended() -> bool:
+        return any(
+            m.get("method") == "run.status" and m["params"]["status"] == "completed"
+            for m in ui.seen
+        )
+
+    while not ended():
+        assert await ui.recv(WAIT) is not None, f"stdout ended; saw {ui.summary()}"
+
+
+def start_run(rid: int, text: str) -> dict[str, Any]:
+    return rpc(rid, "run.start", input={"type": "text", "text": text})
+
+
+async def test_a_monitor_follows_the_session_a_stdio_ui_drives(tmp_path: Path) -> None:
+    gates = [
+        Gate(shell_call(["printf", "alpha\\nbeta\\n"], text="Looking around.")),
+        Gate(text_response("All done.")),
+    ]
+    with short_home() as home:
+        sockets = ralph_dir(home)
+        async with stdio_ui(
+            ScriptedModel(gates), tmp_path, home, "--session-sockets", str(sockets)
+        ) as ui:
+            monitor: SeedClient | None = None
+            try:
+                assert "run_id" in await ask(ui, start_run(1, "fix the build"))
+                found = await ui.wait_stderr(r"control socket session='([0-9a-f-]+)'")
+                session_id = found.group(1)
+                path = sockets / f"{session_id}.sock"
+                assert stat.S_IMODE(path.stat().st_mode) == 0o600
+                assert stat.S_IMODE(sockets.stat().st_mode) == 0o700
+                await gates[0].wait_asked()
+                monitor = await SeedClient.start(home, session_id)  # the protocol's client
+                await monitor.until("the subscription", lambda: bool(monitor.seen))
+                assert monitor.seen[0] == {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "result": {"subscribed": ["*"]},
+                }
+                gates[0].open.set()
+                await gates[1].wait_asked()
+                await monitor.until(
+                    "turn 1", lambda: {"iteration": 1} in monitor.events("state_change")
+                )
+                assert monitor.lines() == ["Looking around.", "alpha", "beta"]
+                # The UI asks over stdio: the same session, the same count and lines.
+                status = await ask(ui, rpc(2, "get_status"))
+                assert (status["task_name"], status["iteration"]) == (session_id, 1)
+                assert status["recent_output"] == ["Looking around.", "alpha", "beta"]
+                assert status["status"] == "running"
+                control = await Client.unix(path)
+                assert (await call(control, rpc(1, "get_status")))["iteration"] == 1
+                gates[1].open.set()
+                await until_run_ends(ui)
+                await monitor.until(
+                    "idle", lambda: {"status": "idle"} in monitor.events("state_change")
+                )
+                assert monitor.lines()[-1] == "All done."
+                # End of input: the session ends, the monitor's connection closes, the
+                # socket goes and the server exits 0 with only protocol lines on stdout.
+                await ui.close_stdin()
+                await ui.to_end(WAIT)
+                assert await ui.wait_exit(WAIT) == 0, ui.context()
+                assert await monitor.wait_exit() == 0
+                assert monitor.events("state_change")[-1] == {"status": "stopped"}
+                await control.to_end(WAIT)
+                await control.close()
+                assert not path.exists()
+                assert all(m.get("jsonrpc") == "2.0" for m in ui.seen), ui.seen
+            finally:
+                for gate in gates:
+                    gate.open.set()
+                if monitor is not None:
+                    await monitor.kill()
+
+
+async def test_get_status_over_stdio_counts_the_whole_session(tmp_path: Path) -> None:
+    """No session socket: a get_status after two Tasks knows both (the status follows the
+    session from its start, though stdio keeps no replay for reconnecting clients)."""
+    model = ScriptedModel(
+        [
+            shell_call(["printf", "one\\n"], text="First."),
+            text_response("Second."),
+            text_response("Third."),
+        ]
+    )
+    with short_home() as home:
+        async with stdio_ui(model, tmp_path, home) as ui:
+            await ask(ui, start_run(1, "go"))
+            await until_run_ends(ui)
+            ui.seen.clear()
+            await ask(ui, start_run(2, "again"))
+            await until_run_ends(ui)
+            status = await ask(ui, rpc(3, "get_status"))
+            assert status["iteration"] == 3
+            assert status["recent_output"] == ["First.", "one", "Second.", "Third."]
+            assert (status["status"], status["max_iterations"]) == ("idle", None)
+            await ui.close_stdin()
+            await ui.to_end(WAIT)
+            assert await ui.wait_exit(WAIT) == 0, ui.context()
+
+
+async def test_stdio_with_session_sockets_refuses_an_unusable_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with short_home() as home:
+        async with stdio_ui(
+            ScriptedModel([]), tmp_path, home, "--session-sockets", str(blocker)
+        ) as ui:
+            assert await ui.wait_exit(WAIT) == 2
+            assert re.search(str(blocker), ui.context()), ui.context()
