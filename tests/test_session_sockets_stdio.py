@@ -13,10 +13,27 @@ from typing import Any
 
 import pytest
 
-from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call, text_response
+import orjson
+
+from codexcore.testing import (
+    ScriptedModel,
+    ScriptedResponsesServer,
+    function_call_response,
+    shell_call,
+    text_response,
+)
 
 from .server_helpers import Client, StdioServer
-from .test_control_socket import WAIT, Gate, SeedClient, call, ralph_dir, rpc, short_home
+from .test_control_socket import (
+    WAIT,
+    Gate,
+    SeedClient,
+    call,
+    ralph_dir,
+    rpc,
+    short_home,
+    state_change,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +176,67 @@ async def test_stdio_with_session_sockets_refuses_an_unusable_directory(tmp_path
         ) as ui:
             assert await ui.wait_exit(WAIT) == 2
             assert re.search(str(blocker), ui.context()), ui.context()
+
+
+SEED_PROMPT = "Focus on fixing the type errors first before adding new features."
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    """The text of each user message of a model request, in order."""
+    return [
+        part["text"]
+        for item in body["input"]
+        if item.get("role") == "user"
+        for part in item["content"]
+        if part.get("type") == "input_text"
+    ]
+
+
+async def test_inject_prompt_waits_for_the_next_task_and_goes_first(tmp_path: Path) -> None:
+    plan = {
+        "plan": [
+            {"step": "US-003 types", "status": "completed"},
+            {"step": "US-004 migration", "status": "in_progress"},
+            {"step": "US-005 docs", "status": "pending"},
+        ]
+    }
+    model = ScriptedModel(
+        [
+            function_call_response("update_plan", plan),
+            text_response("Planned."),
+            text_response("Started by the prompt."),
+        ]
+    )
+    with short_home() as home:
+        async with stdio_ui(model, tmp_path, home) as ui:
+            # Idle: the prompt is kept, no Task starts.
+            answer = await ask(ui, rpc(1, "inject_prompt", prompt=SEED_PROMPT))
+            assert answer == {"status": "prompt_injected", "prompt": SEED_PROMPT}
+            status = await ask(ui, rpc(2, "get_status"))
+            assert (status["status"], status["iteration"], status["current_story"]) == (
+                "idle",
+                0,
+                None,
+            )
+            assert model.requests == []
+            # The next Task's first request carries it, before the Task's own prompt.
+            await ask(ui, start_run(3, "implement the migration"))
+            await until_run_ends(ui)
+            texts = user_texts(model.requests[0])
+            assert texts.index(SEED_PROMPT) < texts.index("implement the migration"), texts
+            assert SEED_PROMPT not in user_texts(model.requests[1])  # once only
+            status = await ask(ui, rpc(4, "get_status"))
+            assert (status["iteration"], status["current_story"]) == (2, "US-004 migration")
+            assert status["max_iterations"] is None
+            # start: true starts a Task with it when none runs.
+            await ask(ui, rpc(5, "subscribe", events=["state_change"]))
+            answer = await ask(ui, rpc(6, "inject_prompt", prompt="Go on.", start=True))
+            assert answer == {"status": "prompt_injected", "prompt": "Go on."}
+            # No run.start, so no run.status: the UI follows it as a monitor would.
+            await state_change(ui, {"iteration": 3})
+            await state_change(ui, {"status": "idle"})
+            assert user_texts(model.requests[2])[-1] == "Go on."
+            assert (await ask(ui, rpc(7, "get_status")))["iteration"] == 3
+            await ui.close_stdin()
+            await ui.to_end(WAIT)
+            assert await ui.wait_exit(WAIT) == 0, ui.context()

@@ -215,9 +215,10 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     (_I, UserInput): Step(None, tasks.start_task),
     **{(s, UserInput): Step("replaced", tasks.start_task) for s in _RUNNING},
     # inject_input: feeds the running Task's next request (lifting a checkpoint),
-    # or starts one; a stop stands, and the input waits for the next Task.
-    (_U, InjectInput): Step(None, with_default_session(tasks.start_task)),
-    (_I, InjectInput): Step(None, tasks.start_task),
+    # or starts one (start: false keeps it for the next); a stop stands, and the
+    # input waits for the next Task.
+    (_U, InjectInput): Step(None, with_default_session(tasks.inject_when_idle)),
+    (_I, InjectInput): Step(None, tasks.inject_when_idle),
     (_R, InjectInput): Step(None, tasks.inject),
     (_P, InjectInput): Step(None, tasks.inject),
     (_S, InjectInput): Step(None, tasks.inject_when_stopping),

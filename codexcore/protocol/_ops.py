@@ -123,9 +123,15 @@ class OverrideTurnContext(Tagged):
 @OPS.register("inject_input")
 @attrs.frozen(repr=False, eq=False)
 class InjectInput(Tagged):
-    """Add input to the running Task's next model request (or start a Task when idle)."""
+    """Add input to the running Task's next model request, before any other input.
+
+    When no Task runs, ``start`` says what happens: true (the default) starts a
+    Task with it; false keeps it for the next Task, whose first request carries
+    it before that Task's own input.
+    """
 
     items: tuple[InputItem, ...]
+    start: bool = True
 
 
 @OPS.register("interrupt")

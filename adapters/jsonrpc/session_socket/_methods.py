@@ -40,7 +40,11 @@ class NoParams:
 
 @attrs.frozen
 class InjectPrompt:
+    """``{prompt, start?}``: ``start: true`` starts a Task with it when none runs (else
+    the prompt waits for the next Task, as a Ralph loop's next iteration)."""
+
     prompt: str
+    start: bool = False
 
 
 _EVENT_NAMES = {"enum": [ALL_EVENTS, *EVENT_TYPES]}
@@ -94,7 +98,7 @@ async def checkpoint(ctx: RpcContext, _: NoParams) -> dict[str, Any]:
 
 async def inject_prompt(ctx: RpcContext, params: InjectPrompt) -> dict[str, Any]:
     await _status_of(ctx)
-    await _submit(ctx, InjectInput((TextInput(params.prompt),)))
+    await _submit(ctx, InjectInput((TextInput(params.prompt),), start=params.start))
     return {"status": "prompt_injected", "prompt": params.prompt}
 
 
@@ -208,7 +212,8 @@ def add_control_methods(table: MethodTable) -> None:
         "inject_prompt",
         inject_prompt,
         InjectPrompt,
-        summary="Give the model this prompt with its next request",
+        summary="Give the model this prompt with its next request, before the next prompt "
+        "(start: true starts a Task with it when none runs)",
         result=_status_result("prompt_injected", prompt=_TEXT),
         errors=errors,
     )

@@ -34,6 +34,7 @@ from codexcore.protocol import (
     ExecCommandEnd,
     ExecCommandOutputDelta,
     PatchApplyBegin,
+    PlanUpdate,
     SessionConfigured,
     TaskComplete,
     TaskStarted,
@@ -52,12 +53,28 @@ RECENT_LINES = 50
 """How many of the last output lines ``get_status`` returns in ``recent_output``."""
 
 _STOPPING = (State.STOPPING, State.PAUSING)
-_CHANGE_FIELDS = ("task_name", "task_dir", "iteration", "status", "interactive_mode")
+_CHANGE_FIELDS = (
+    "task_name",
+    "task_dir",
+    "iteration",
+    "current_story",
+    "status",
+    "interactive_mode",
+)
 
 
 def timestamp() -> str:
     """Now, in the seed's shape: UTC, ISO 8601 with microseconds, no offset."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def current_step(plan: PlanUpdate) -> str | None:
+    """The plan's step in progress; else its first pending one (the next to do), if any."""
+    for wanted in ("in_progress", "pending"):
+        for item in plan.plan:
+            if item.status == wanted:
+                return item.step
+    return None
 
 
 class Lines:
@@ -97,6 +114,7 @@ class SessionStatus:
         self.task_name = hosted.id
         self.task_dir = host.engine_config.session.cwd
         self.iteration = 0  # Turns completed
+        self.current_story: str | None = None  # the plan's step in progress
         self.started_at = self.updated_at = timestamp()
         self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.clients: dict[RpcContext, set[str]] = {}  # connection -> its subscriptions
@@ -140,7 +158,7 @@ class SessionStatus:
             "task_dir": self.task_dir,
             "iteration": self.iteration,
             "max_iterations": None,
-            "current_story": None,
+            "current_story": self.current_story,
             "agent": "codexcore",
             "agent_id": self._hosted.agent_id,
             "status": self.status,
@@ -183,6 +201,8 @@ class SessionStatus:
             self._approvals.add(msg.call_id)
         elif isinstance(msg, ExecCommandBegin | ExecCommandEnd | PatchApplyBegin):
             self._approvals.discard(msg.call_id)
+        elif isinstance(msg, PlanUpdate):
+            self.current_story = current_step(msg)
         elif isinstance(msg, TurnComplete):
             self.iteration += 1
             self._approvals.clear()
