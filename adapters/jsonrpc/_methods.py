@@ -551,7 +551,16 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.session_socket._methods", "add_control_methods"),
-        ("get_status", "stop", "checkpoint", "inject_prompt", "subscribe", "unsubscribe"),
+        (
+            "get_status",
+            "stop",
+            "checkpoint",
+            "inject_prompt",
+            "set_interactive_mode",
+            "write_pty",
+            "subscribe",
+            "unsubscribe",
+        ),
     ),
     # shell.exec runs on the user's shell
     MethodGroup(

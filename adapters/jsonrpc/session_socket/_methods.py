@@ -7,8 +7,10 @@ The commands are the engine's ops, submitted as the connection's own
 end the running Task after its current Turn, ``inject_prompt`` is
 ``inject_input``. On a per-session socket (``session_sockets``) the
 connection acts on that socket's session; elsewhere on its own session.
-``set_interactive_mode`` and ``write_pty`` stay unregistered: codexcore runs no
-agent in a terminal to forward keystrokes to.
+``set_interactive_mode`` records the wish; the mode is on only while a command
+of the session runs in a terminal (a PTY), which no command does yet: so it
+answers ``interactive_mode: false``, and ``write_pty`` the protocol's
+"not in interactive mode".
 """
 
 from __future__ import annotations
@@ -45,6 +47,16 @@ class InjectPrompt:
 
     prompt: str
     start: bool = False
+
+
+@attrs.frozen
+class InteractiveMode:
+    enabled: bool
+
+
+@attrs.frozen
+class PtyData:
+    data: str
 
 
 _EVENT_NAMES = {"enum": [ALL_EVENTS, *EVENT_TYPES]}
@@ -100,6 +112,19 @@ async def inject_prompt(ctx: RpcContext, params: InjectPrompt) -> dict[str, Any]
     await _status_of(ctx)
     await _submit(ctx, InjectInput((TextInput(params.prompt),), start=params.start))
     return {"status": "prompt_injected", "prompt": params.prompt}
+
+
+async def set_interactive_mode(ctx: RpcContext, params: InteractiveMode) -> dict[str, Any]:
+    status = await _status_of(ctx)
+    await status.want_interactive(params.enabled)
+    return {"interactive_mode": status.interactive_mode}
+
+
+async def write_pty(ctx: RpcContext, params: PtyData) -> dict[str, Any]:
+    status = await _status_of(ctx)
+    if not status.interactive_mode:
+        return {"status": "ignored", "reason": "not in interactive mode"}
+    raise RpcError(SERVER_ERROR, "no terminal to write to")  # unreachable without a PTY
 
 
 def _event_types(value: Any) -> list[str]:
@@ -215,6 +240,34 @@ def add_control_methods(table: MethodTable) -> None:
         summary="Give the model this prompt with its next request, before the next prompt "
         "(start: true starts a Task with it when none runs)",
         result=_status_result("prompt_injected", prompt=_TEXT),
+        errors=errors,
+    )
+    table.add(
+        "set_interactive_mode",
+        set_interactive_mode,
+        InteractiveMode,
+        summary="Ask for interactive mode; answers whether it is on (only while a command "
+        "runs in a terminal, so false today)",
+        result={
+            "type": "object",
+            "properties": {"interactive_mode": {"type": "boolean"}},
+            "required": ["interactive_mode"],
+        },
+        errors=errors,
+    )
+    table.add(
+        "write_pty",
+        write_pty,
+        PtyData,
+        summary="Write to the terminal of the command running in interactive mode",
+        result={
+            "type": "object",
+            "properties": {
+                "status": {"enum": ["forwarded", "ignored"]},
+                "reason": _TEXT,
+            },
+            "required": ["status"],
+        },
         errors=errors,
     )
     for name, handler, summary in (

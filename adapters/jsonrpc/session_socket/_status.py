@@ -115,6 +115,7 @@ class SessionStatus:
         self.task_dir = host.engine_config.session.cwd
         self.iteration = 0  # Turns completed
         self.current_story: str | None = None  # the plan's step in progress
+        self.interactive_wanted = False  # set_interactive_mode's last word
         self.started_at = self.updated_at = timestamp()
         self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.clients: dict[RpcContext, set[str]] = {}  # connection -> its subscriptions
@@ -126,6 +127,7 @@ class SessionStatus:
         self._stopped = False
         self._ended = False
         self._lines = Lines()
+        self._terminal: str | None = None  # the call id of a command in a PTY: none yet
         self._last = self._changing()
         self._reader: asyncio.Task[None] | None = None
 
@@ -152,6 +154,11 @@ class SessionStatus:
             return "stopping"
         return "awaiting_approval" if self._approvals else "running"
 
+    @property
+    def interactive_mode(self) -> bool:
+        """On when asked for and a command runs in a terminal; no command does yet."""
+        return self.interactive_wanted and self._terminal is not None
+
     def fields(self) -> dict[str, Any]:
         return {
             "task_name": self.task_name,
@@ -162,7 +169,7 @@ class SessionStatus:
             "agent": "codexcore",
             "agent_id": self._hosted.agent_id,
             "status": self.status,
-            "interactive_mode": False,
+            "interactive_mode": self.interactive_mode,
             "started_at": self.started_at,
             "updated_at": self.updated_at,
             "recent_output": list(self.recent),
@@ -250,6 +257,10 @@ class SessionStatus:
                 await ctx.notify("event", params)
 
     # --- commands --------------------------------------------------------------------------
+
+    async def want_interactive(self, enabled: bool) -> None:
+        self.interactive_wanted = enabled
+        await self._changed()
 
     async def stop_requested(self) -> None:
         if self._task_id is not None:
