@@ -238,7 +238,7 @@ async def test_every_seed_method_not_yet_registered_answers_32601_naming_it(
     served = set(standard_methods().names)
     methods = sorted({m for names in SEED_METHODS.values() for m in names} - served)
     assert "skills.list" not in methods  # issue 16 serves it
-    assert "set_interactive_mode" in methods
+    assert "set_interactive_mode" not in methods  # answered now (not in interactive mode)
     assert "generate" in methods
     async with stdio(tmp_path) as ui:
         await ui.send(*(req(n, method) for n, method in enumerate(methods)))
