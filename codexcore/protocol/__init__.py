@@ -113,6 +113,7 @@ from ._ops import (
     Stop,
     UserInput,
     UserTurn,
+    WritePty,
 )
 from ._plan import PlanItem, PlanUpdate, StepStatus, ViewImageToolCall
 from ._schema import protocol_schema
@@ -268,6 +269,7 @@ __all__ = [
     "ViewImageToolCall",
     "WarningEvent",
     "Welcome",
+    "WritePty",
     "decode_connection_msg",
     "decode_event",
     "decode_hello",

@@ -165,12 +165,27 @@ class RunUserShellCommand(Tagged):
     ``bad_cwd`` and nothing runs. ``record`` false keeps the command and its
     output out of what the model is sent, for a UI that hands the result to
     the model itself (the Codelia TUI adds its own ``<shell_result>`` block).
+    ``pty`` true runs it in a terminal of its own (a PTY, its controlling
+    terminal; stdout and stderr merged into ``stdout`` deltas), to which
+    ``write_pty`` writes while it runs; ``exec_command_begin`` says ``pty: true``.
     """
 
     command: str
     timeout_ms: int | None = None
     cwd: str | None = None
     record: bool = True
+    pty: bool = False
+
+
+@OPS.register("write_pty")
+@attrs.frozen(repr=False, eq=False)
+class WritePty(Tagged):
+    """Write ``data`` to the terminal of a command running in a PTY (what a user would
+    type): the one whose ``exec_command_begin`` has this ``call_id``, or the latest
+    such command when it is null. None runs: ``error`` with code ``no_terminal``."""
+
+    data: str
+    call_id: str | None = None
 
 
 @OPS.register("stop")
@@ -301,6 +316,7 @@ Op = Annotated[
     | Compact
     | ListMcpTools
     | ListSkills
-    | UserInputAnswer,
+    | UserInputAnswer
+    | WritePty,
     OPS,
 ]

@@ -31,13 +31,25 @@ import errno
 import functools
 import os
 import signal
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 from codexcore._logging import get_logger
 from codexcore.tools._reaper import REAPER_ENV_VAR, reaper
-from codexcore.tools.exec import _kill_group, _tell_reaper, _wait_until_group_gone
+from codexcore.tools.exec import (
+    EXIT_TIMEOUT,
+    CommandInterrupted,
+    ExecResult,
+    _kill_group,
+    _tell_reaper,
+    _wait_until_group_gone,
+)
 
-__all__ = ["SETSID", "PtyCommand", "start_in_pty"]
+__all__ = ["SETSID", "PtyCommand", "Wrap", "run_in_pty", "start_in_pty"]
+
+Wrap = Callable[[list[str]], tuple[list[str], Collection[int]]]
+"""A confinement around a command: the argv that runs it confined, and the descriptors the
+launcher must inherit (the syscall filter's)."""
 
 _log = get_logger(__name__)
 
@@ -158,15 +170,16 @@ async def start_in_pty(
     cwd: str,
     env: Mapping[str, str] | None = None,
     on_output: OnPtyOutput | None = None,
-    wrap: Callable[[list[str]], list[str]] | None = None,
+    wrap: Wrap | None = None,
     columns: int = 80,
     rows: int = 24,
 ) -> PtyCommand:
     """Start ``argv`` in a new PTY of ``columns`` x ``rows`` (see the module's docstring).
 
-    ``wrap`` puts a confinement around the command (``lambda inner: wrap_command(inner,
-    ...)``): ``setsid --ctty`` runs inside it, so the command itself, not the sandbox's
-    launcher, gets the terminal; the launcher then runs in a session of its own.
+    ``wrap`` puts a confinement around the command (its argv and the descriptors
+    to pass, from ``sandbox.confine``): ``setsid --ctty`` runs inside it, so the
+    command itself, not the sandbox's launcher, gets the terminal; the launcher
+    then runs in a session of its own.
     Raises :class:`OSError` when it cannot be started, ``ValueError`` for an empty argv.
     """
     if not argv:
@@ -182,15 +195,18 @@ async def start_in_pty(
         _tell_reaper(reaper().ensure_started)
         marked = {**(os.environ if env is None else env), REAPER_ENV_VAR: reaper().token}
         marked.setdefault("TERM", "xterm-256color")
-        inner = [*SETSID, *argv]
+        spawned, pass_fds = [*SETSID, *argv], ()
+        if wrap is not None:
+            spawned, pass_fds = wrap(spawned)
         process = await asyncio.create_subprocess_exec(
-            *(inner if wrap is None else wrap(inner)),
+            *spawned,
             stdin=slave,
             stdout=slave,
             stderr=slave,
             cwd=cwd,
             env=marked,
             close_fds=True,
+            pass_fds=tuple(pass_fds),
             # Unwrapped, setsid makes the child its session's leader (no fork: it is
             # not a group leader yet); a launcher around it needs a session of its own.
             start_new_session=wrap is not None,
@@ -203,3 +219,43 @@ async def start_in_pty(
     _tell_reaper(functools.partial(reaper().register, process.pid))
     _log.debug("pty.started", argv=list(argv), pid=process.pid)
     return PtyCommand(process, master, on_output)
+
+
+async def run_in_pty(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    timeout_ms: int | None,
+    on_output: OnPtyOutput | None = None,
+    on_start: Callable[[PtyCommand], None] | None = None,
+    env: Mapping[str, str] | None = None,
+    wrap: Wrap | None = None,
+) -> ExecResult:
+    """Run ``argv`` in a PTY to its end (``on_start`` gets it, to write to it); its result.
+
+    The terminal's output is ``stdout`` (a terminal merges the two streams).
+    Past ``timeout_ms`` it is killed (exit code 124, ``timed_out``). Cancelled,
+    it is killed and :class:`~codexcore.tools.exec.CommandInterrupted` carries
+    its output so far. Raises :class:`OSError` when it cannot start.
+    """
+    started = time.monotonic()
+    command = await start_in_pty(argv, cwd=cwd, env=env, on_output=on_output, wrap=wrap)
+    if on_start is not None:
+        on_start(command)
+    timed_out = False
+    try:
+        async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000):
+            code = await command.wait()  # cancelled: it kills the command first
+    except TimeoutError:
+        code, timed_out = EXIT_TIMEOUT, True
+    except asyncio.CancelledError:
+        raise CommandInterrupted(_result(command, -1, started, False)) from None
+    return _result(command, code, started, timed_out)
+
+
+def _result(command: PtyCommand, code: int, started: float, timed_out: bool) -> ExecResult:
+    text = bytes(command.output).decode("utf-8", "replace")
+    if timed_out:
+        text += "\ncommand timed out"
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return ExecResult(code, text, "", text, duration_ms, timed_out)

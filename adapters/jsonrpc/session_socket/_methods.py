@@ -8,9 +8,9 @@ end the running Task after its current Turn, ``inject_prompt`` is
 ``inject_input``. On a per-session socket (``session_sockets``) the
 connection acts on that socket's session; elsewhere on its own session.
 ``set_interactive_mode`` records the wish; the mode is on only while a command
-of the session runs in a terminal (a PTY), which no command does yet: so it
-answers ``interactive_mode: false``, and ``write_pty`` the protocol's
-"not in interactive mode".
+of the session runs in a terminal (a PTY: a user shell command with ``pty``);
+``write_pty`` then writes to that command (the engine's ``write_pty``), and
+answers the protocol's "not in interactive mode" otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +23,15 @@ import attrs
 from codexcore.adapters.host._host import HostRefusal, NotAccepted
 from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
 from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
-from codexcore.protocol import Checkpoint, InjectInput, Op, Stop, Submission, TextInput
+from codexcore.protocol import (
+    Checkpoint,
+    InjectInput,
+    Op,
+    Stop,
+    Submission,
+    TextInput,
+    WritePty,
+)
 
 from ._status import ALL_EVENTS, EVENT_TYPES, SessionStatus, statuses
 
@@ -124,7 +132,8 @@ async def write_pty(ctx: RpcContext, params: PtyData) -> dict[str, Any]:
     status = await _status_of(ctx)
     if not status.interactive_mode:
         return {"status": "ignored", "reason": "not in interactive mode"}
-    raise RpcError(SERVER_ERROR, "no terminal to write to")  # unreachable without a PTY
+    await _submit(ctx, WritePty(params.data, call_id=status.terminal))
+    return {"status": "forwarded"}
 
 
 def _event_types(value: Any) -> list[str]:
@@ -247,7 +256,7 @@ def add_control_methods(table: MethodTable) -> None:
         set_interactive_mode,
         InteractiveMode,
         summary="Ask for interactive mode; answers whether it is on (only while a command "
-        "runs in a terminal, so false today)",
+        "runs in a terminal)",
         result={
             "type": "object",
             "properties": {"interactive_mode": {"type": "boolean"}},

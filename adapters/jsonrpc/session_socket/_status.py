@@ -127,7 +127,7 @@ class SessionStatus:
         self._stopped = False
         self._ended = False
         self._lines = Lines()
-        self._terminal: str | None = None  # the call id of a command in a PTY: none yet
+        self._terminals: list[str] = []  # call ids of the commands running in a PTY
         self._last = self._changing()
         self._reader: asyncio.Task[None] | None = None
 
@@ -156,8 +156,8 @@ class SessionStatus:
 
     @property
     def interactive_mode(self) -> bool:
-        """On when asked for and a command runs in a terminal; no command does yet."""
-        return self.interactive_wanted and self._terminal is not None
+        """On when asked for and a command runs in a terminal (a PTY)."""
+        return self.interactive_wanted and bool(self._terminals)
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -208,6 +208,7 @@ class SessionStatus:
             self._approvals.add(msg.call_id)
         elif isinstance(msg, ExecCommandBegin | ExecCommandEnd | PatchApplyBegin):
             self._approvals.discard(msg.call_id)
+            self._follow_terminal(msg)
         elif isinstance(msg, PlanUpdate):
             self.current_story = current_step(msg)
         elif isinstance(msg, TurnComplete):
@@ -240,6 +241,18 @@ class SessionStatus:
                 return msg.aggregated_output.splitlines()
             return [line for key in keys for line in lines.flush(key)]
         return []
+
+    def _follow_terminal(self, msg: ExecCommandBegin | ExecCommandEnd | PatchApplyBegin) -> None:
+        """The latest command running in a terminal (``write_pty`` writes to it)."""
+        if isinstance(msg, ExecCommandBegin) and msg.pty:
+            self._terminals.append(msg.call_id)
+        elif isinstance(msg, ExecCommandEnd) and msg.call_id in self._terminals:
+            self._terminals.remove(msg.call_id)
+
+    @property
+    def terminal(self) -> str | None:
+        """The call id of the latest command running in a terminal, if any."""
+        return self._terminals[-1] if self._terminals else None
 
     async def _changed(self) -> None:
         now = self._changing()
