@@ -5,6 +5,7 @@ output as ``output`` events; an interrupt kills the command and what it started.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from pathlib import Path
 from typing import Any
@@ -94,3 +95,40 @@ async def test_interrupt_kills_the_terminal_command_and_its_children(tmp_path: P
             assert all(gone(pid) for pid in pids), "a process of the command outlived it"
             await control.close()
             await ui.close()
+
+
+async def test_exec_interactive_runs_the_models_command_in_a_terminal(tmp_path: Path) -> None:
+    from codexcore.testing import ScriptedResponsesServer, shell_call, text_response
+
+    from .server_helpers import _Process, server_env
+    from .test_control_socket import json_events
+
+    model = ScriptedModel([shell_call([PY, "-c", TERMINAL_CHILD]), text_response("done")])
+    with short_home() as home, ScriptedResponsesServer(model) as http:
+        path = Path(home) / "s" / "ctl.sock"
+        process = _Process()
+        argv = [PY, "-m", "codexcore", "exec", "--json", "--approval-policy", "never"]
+        argv += ["--interactive", "--control-socket", str(path), "run it"]
+        env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
+        await process._spawn(argv, env, tmp_path, stdout=asyncio.subprocess.PIPE)
+        try:
+            await process.wait_stderr(r"control socket")
+            control = await Client.unix(path)
+            await call(control, rpc(1, "subscribe", events="*"))
+            await call(control, rpc(2, "set_interactive_mode", enabled=True))
+            await state_change(control, {"interactive_mode": True})
+            assert "isatty True True" in await output_line(control, "isatty")
+            await output_line(control, "ready")
+            answer = await call(control, rpc(3, "write_pty", data="typed\n"))
+            assert answer == {"status": "forwarded"}
+            assert await output_line(control, "got:") == "got:typed"
+            assert await process.wait_exit(WAIT) == 0, process.context()
+            events = [e["msg"] for e in await json_events(process)]
+            (begin,) = [e for e in events if e["type"] == "exec_command_begin"]
+            (end,) = [e for e in events if e["type"] == "exec_command_end"]
+            assert begin["pty"] is True
+            assert (end["exit_code"], "got:typed" in end["aggregated_output"]) == (0, True)
+            await control.to_end(WAIT)
+            await control.close()
+        finally:
+            await process.kill()

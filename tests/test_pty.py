@@ -96,14 +96,16 @@ async def test_inside_bubblewrap(tmp_path: Path) -> None:
     if sandbox.kind != "bwrap" or sandbox.executable is None:
         pytest.skip(f"no working bubblewrap here: {sandbox.reason}")
 
-    def confined(inner: list[str]) -> list[str]:
-        return wrap_command(
-            inner,
-            SandboxSpec(mode="read-only"),
-            str(tmp_path),
-            bwrap=sandbox.executable,
-            seccomp_fd=None,
-        )
+    def confined(inner: list[str]) -> tuple[list[str], tuple[int, ...]]:
+        return list(
+            wrap_command(
+                inner,
+                SandboxSpec(mode="read-only"),
+                str(tmp_path),
+                bwrap=sandbox.executable,
+                seccomp_fd=None,
+            )
+        ), ()
 
     screen = Screen()
     command = await start_in_pty(

@@ -203,6 +203,7 @@ def _tool_routers(
             mcp=session.mcp,
             attach=session.add_context,
             functions=functions,
+            terminals=session.terminals,
         )
 
     return tools_for

@@ -1,6 +1,7 @@
 """Commands in a terminal of their own (a PTY) and ``write_pty``.
 
-A user shell command with ``pty: true`` runs through :func:`run_exec_in_pty`: its
+A user shell command with ``pty: true``, and the model's commands under
+``EngineConfig.pty_commands``, run through :func:`run_exec_in_pty`: its
 ``exec_command_begin`` says ``pty: true``, the terminal's output streams as
 ``stdout`` deltas, and while it runs it is the Session's (``Session.terminals``,
 by call id), so ``write_pty`` writes to it (:func:`write_pty`). Interrupt and the
@@ -32,13 +33,12 @@ from ._tools import _emit_end, _status
 
 if TYPE_CHECKING:
     from ._codex import Codex
-    from ._session import Session
 
 Emit = Callable[[EventMsg], Awaitable[None]]
 
 
 async def run_exec_in_pty(
-    session: Session,
+    terminals: dict[str, PtyCommand],
     call_id: str,
     argv: tuple[str, ...],
     cwd: str,
@@ -49,14 +49,15 @@ async def run_exec_in_pty(
     source: ExecCommandSource,
 ) -> ExecResult:
     """``run_exec`` in a PTY: the same events (``pty: true``), the same cancellation
-    (the group killed, :class:`~codexcore.tools.exec.CommandInterrupted` raised)."""
+    (the group killed, :class:`~codexcore.tools.exec.CommandInterrupted` raised).
+    While it runs it is in ``terminals`` (the Session's), under ``call_id``."""
     await emit(ExecCommandBegin(call_id, argv, cwd, source, pty=True))
 
     async def on_output(chunk: bytes) -> None:
         await emit(ExecCommandOutputDelta(call_id, "stdout", chunk, source))
 
     def started(command: PtyCommand) -> None:
-        session.terminals[call_id] = command
+        terminals[call_id] = command
 
     with contextlib.ExitStack() as stack:
 
@@ -80,7 +81,7 @@ async def run_exec_in_pty(
             message = f"codexcore: cannot start {argv[0]!r} in a terminal: {exc}"
             result = ExecResult(127, "", message, message, 0, False)
         finally:
-            session.terminals.pop(call_id, None)
+            terminals.pop(call_id, None)
     end = ExecCommandEnd(
         call_id,
         result.stdout,

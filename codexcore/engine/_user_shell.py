@@ -171,7 +171,7 @@ async def _run_reporting_abort(
             from ._terminals import run_exec_in_pty  # the PTY code loads with its first use
 
             return await run_exec_in_pty(
-                terminal,
+                terminal.terminals,
                 call_id,
                 argv,
                 cwd,

@@ -240,16 +240,19 @@ async def run_in_pty(
     """
     started = time.monotonic()
     command = await start_in_pty(argv, cwd=cwd, env=env, on_output=on_output, wrap=wrap)
-    if on_start is not None:
-        on_start(command)
     timed_out = False
     try:
+        if on_start is not None:
+            on_start(command)
         async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000):
             code = await command.wait()  # cancelled: it kills the command first
     except TimeoutError:
         code, timed_out = EXIT_TIMEOUT, True
     except asyncio.CancelledError:
         raise CommandInterrupted(_result(command, -1, started, False)) from None
+    except BaseException:
+        await command.kill()  # on_start failed: the command must not outlive the call
+        raise
     return _result(command, code, started, timed_out)
 
 
