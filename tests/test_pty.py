@@ -95,6 +95,7 @@ async def test_inside_bubblewrap(tmp_path: Path) -> None:
     sandbox = probe_sandbox()
     if sandbox.kind != "bwrap" or sandbox.executable is None:
         pytest.skip(f"no working bubblewrap here: {sandbox.reason}")
+    bwrap = sandbox.executable
 
     def confined(inner: list[str]) -> tuple[list[str], tuple[int, ...]]:
         return list(
@@ -102,7 +103,7 @@ async def test_inside_bubblewrap(tmp_path: Path) -> None:
                 inner,
                 SandboxSpec(mode="read-only"),
                 str(tmp_path),
-                bwrap=sandbox.executable,
+                bwrap=bwrap,
                 seccomp_fd=None,
             )
         ), ()

@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-import orjson
-
 from codexcore.testing import (
     ScriptedModel,
     ScriptedResponsesServer,

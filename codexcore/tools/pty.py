@@ -195,7 +195,8 @@ async def start_in_pty(
         _tell_reaper(reaper().ensure_started)
         marked = {**(os.environ if env is None else env), REAPER_ENV_VAR: reaper().token}
         marked.setdefault("TERM", "xterm-256color")
-        spawned, pass_fds = [*SETSID, *argv], ()
+        spawned: list[str] = [*SETSID, *argv]
+        pass_fds: Collection[int] = ()
         if wrap is not None:
             spawned, pass_fds = wrap(spawned)
         process = await asyncio.create_subprocess_exec(
