@@ -82,6 +82,15 @@ async def _refuse(
     await send_and_close(conduit, dumps(error_response(None, error)), flush_timeout)
 
 
+def _follow_status(host: SessionHost, session_id: str) -> None:
+    """Follow a stdio session's status from its start: a JSON-RPC ``get_status`` there
+    knows the whole session though stdio keeps no replay. Loaded with the first
+    session, not the first frame."""
+    from codexcore.adapters.jsonrpc.session_socket._status import statuses
+
+    statuses(host).follow(session_id)
+
+
 def _rpc_connection(
     host: SessionHost,
     conduit: Conduit,
@@ -205,9 +214,7 @@ async def serve_stdio_conduit(
     first = reading.result()
     if not _chooses_jsonrpc(dialects.protocol, first):
         return await serve_stdio_session(host, conduit, lines, first, credential=credential)
-    from codexcore.adapters.jsonrpc.session_socket._status import statuses
-
-    statuses(host).follow_new_sessions()  # get_status knows the session from its start
+    host.on_new_session(lambda session_id: _follow_status(host, session_id))
     connection = _rpc_connection(
         host,
         conduit,

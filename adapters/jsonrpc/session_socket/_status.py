@@ -289,16 +289,10 @@ class Statuses:
         self._by_session: dict[HostedSession, SessionStatus] = {}
         self._starting: dict[HostedSession, asyncio.Task[SessionStatus]] = {}
         self._forgetting: set[asyncio.Task[None]] = set()
-        self._following = False
 
-    def follow_new_sessions(self) -> None:
-        """Follow every session the host creates from now on, from its first event, so
-        ``get_status`` over a connection without replay (stdio) knows the whole session."""
-        if not self._following:
-            self._following = True
-            self._host.on_new_session(self._follow_new)
-
-    def _follow_new(self, session_id: str) -> None:
+    def follow(self, session_id: str) -> None:
+        """Follow ``session_id`` from now on (call it as the session is created, from
+        ``SessionHost.on_new_session``, to follow it from its first event)."""
         task = asyncio.create_task(self._get_logged(session_id))
         self._forgetting.add(task)
         task.add_done_callback(self._forgetting.discard)
