@@ -551,16 +551,7 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.session_socket._methods", "add_control_methods"),
-        (
-            "get_status",
-            "stop",
-            "checkpoint",
-            "inject_prompt",
-            "set_interactive_mode",
-            "write_pty",
-            "subscribe",
-            "unsubscribe",
-        ),
+        SEED_METHODS["004"],  # every method of the Ralph-style session sockets
     ),
     # shell.exec runs on the user's shell
     MethodGroup(
