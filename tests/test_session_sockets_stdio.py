@@ -21,7 +21,7 @@ from codexcore.testing import (
     text_response,
 )
 
-from .server_helpers import Client, StdioServer
+from .server_helpers import Client, LineLink, StdioServer
 from .test_control_socket import (
     WAIT,
     Gate,
@@ -61,7 +61,7 @@ async def ask(ui: StdioServer, message: dict[str, Any]) -> Any:
     return answer.get("result", answer)
 
 
-async def until_run_ends(ui: StdioServer) -> None:
+async def until_run_ends(ui: LineLink) -> None:
     def ended() -> bool:
         return any(
             m.get("method") == "run.status" and m["params"]["status"] == "completed"
@@ -238,3 +238,29 @@ async def test_inject_prompt_waits_for_the_next_task_and_goes_first(tmp_path: Pa
             await ui.close_stdin()
             await ui.to_end(WAIT)
             assert await ui.wait_exit(WAIT) == 0, ui.context()
+
+
+async def test_get_status_over_a_unix_socket_counts_what_the_replay_lost(tmp_path: Path) -> None:
+    """A JSON-RPC connection on ``serve --unix`` whose session's replay buffer keeps 4
+    events: get_status after two Turns still counts both and has every line."""
+    from .server_helpers import ServerProcess, server_env
+
+    model = ScriptedModel(
+        [shell_call(["printf", "a\\nb\\nc\\n"], text="Look."), text_response("Ok.")]
+    )
+    with short_home() as home, ScriptedResponsesServer(model) as http:
+        socket_path = Path(home) / "run" / "s.sock"
+        env = server_env(http.base_url, HOME=home)
+        server = await ServerProcess.start(
+            http.base_url, tmp_path, "--replay-events", "4", tcp=False, unix=socket_path, env=env
+        )
+        try:
+            client = await Client.unix(socket_path)
+            await call(client, start_run(2, "go"))
+            await until_run_ends(client)  # the first get_status comes after the whole Task
+            status = await call(client, rpc(3, "get_status"))
+            assert status["iteration"] == 2
+            assert status["recent_output"] == ["Look.", "a", "b", "c", "Ok."]
+            await client.close()
+        finally:
+            await server.kill()
