@@ -76,6 +76,7 @@ class HostedSession:
         "last_event",
         "next_seq",
         "observers",
+        "on_end",
         "pump",
         "ring",
         "ring_bytes",
@@ -99,6 +100,7 @@ class HostedSession:
         self.waiting: dict[str, Event] = {}  # Task id -> the approval request it waits on
         self.running_task: str | None = None  # the Task whose task_started was published last
         self.observers: list[Callable[[Event], None]] = []  # see observe()
+        self.on_end: list[Callable[[], None]] = []  # called once, when the session ends
 
     @property
     def host(self) -> SessionHost:
@@ -190,10 +192,13 @@ class HostedSession:
             self._host._idle[self.id] = self
 
     def end(self) -> None:
-        """The engine's stream is over: attachments flush what is left and finish."""
+        """The engine's stream is over: attachments flush what is left and finish, and
+        the ``on_end`` callbacks are called (after the last observed event)."""
         self.ended = True
         for attachment in list(self.attachments):
             attachment.session_ended()
+        for ended in self.on_end:
+            ended()
 
     async def backpressure(self) -> None:
         for attachment in tuple(self.attachments):
