@@ -35,7 +35,11 @@ from .transports._credential import Credential, peer_uid_of_fd
 from .transports._stdio_claim import claim_stdio
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import httpx
+
+    from .session_sockets import SessionSockets
 
 __all__ = ["FdConduit", "claim_stdio", "serve_stdio"]
 
@@ -205,6 +209,7 @@ async def serve_stdio(
     transport: httpx.AsyncBaseTransport | None = None,
     dialects: Dialects | None = None,
     after_first_answer: Callable[[], object] | None = None,
+    session_sockets: Path | None = None,
 ) -> int:
     """Serve one session over ``in_fd``/``out_fd`` until it ends; returns the exit code.
 
@@ -214,17 +219,24 @@ async def serve_stdio(
     The first line chooses the dialect, unless ``dialects`` forces one.
     ``after_first_answer()`` is called once the first answer is written (and
     flushed, if it can be): start-up work deferred past the client's first
-    wait, such as loading what the first Turn needs.
+    wait, such as loading what the first Turn needs. With ``session_sockets`` (a
+    directory) the session also gets its control socket there, as under
+    ``serve --unix --session-sockets``: a monitor follows the session the UI drives.
     """
+    config = config or HostConfig()
     config = attrs.evolve(
-        config or HostConfig(),
+        config,
         token=None,
         max_sessions=1,
-        max_connections=1,
-        replay_events=0,
+        # The UI's connection, and with session sockets those of its monitors.
+        max_connections=1 if session_sockets is None else config.max_connections,
+        # Only a session status (JSON-RPC's get_status, a session socket) replays: from
+        # the session's first event, which a follower started with it must not miss.
+        replay_events=0 if dialects is not None and dialects.protocol == "native" else 256,
     )
     host = SessionHost(config, transport=transport)
     await host.start()
+    sockets = _session_sockets(host, session_sockets, dialects)
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
     for signum in signals:
@@ -244,7 +256,21 @@ async def serve_stdio(
         for signum in signals:
             loop.remove_signal_handler(signum)
         await host.aclose()
+        if sockets is not None:
+            await sockets.aclose()
         conduit.abort()
+
+
+def _session_sockets(
+    host: SessionHost, directory: Path | None, dialects: Dialects | None
+) -> SessionSockets | None:
+    if directory is None:
+        return None
+    from .session_sockets import SessionSockets
+
+    sockets = SessionSockets(host, directory, (dialects or Dialects()).jsonrpc)
+    sockets.serve_all()
+    return sockets
 
 
 async def _after_answer(conduit: FdConduit, work: Callable[[], object]) -> None:

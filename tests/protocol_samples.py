@@ -74,6 +74,7 @@ OPS: list[Any] = [
     ),
     p.Interrupt(),
     p.RunUserShellCommand("git status --short", timeout_ms=30000, cwd="src"),
+    p.WritePty("y\n", call_id="user_shell_0123456789ab"),
     p.Stop(),
     p.Checkpoint(),
     p.ExecApproval("call_1", "approved_for_session"),

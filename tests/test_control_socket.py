@@ -30,7 +30,7 @@ from codexcore.testing import (
     shell_call,
 )
 
-from .server_helpers import PY, Client, ServerProcess, _Process, server_env, sub
+from .server_helpers import PY, Client, LineLink, ServerProcess, _Process, server_env, sub
 from .test_serve_jsonrpc import NOBODY_RPC_CLIENT
 
 pytestmark = pytest.mark.anyio
@@ -165,7 +165,7 @@ async def exec_run(
             await process.kill()
 
 
-async def state_change(client: Client, data: dict[str, Any]) -> None:
+async def state_change(client: LineLink, data: dict[str, Any]) -> None:
     """Read until a ``state_change`` notification with exactly ``data`` (or find it seen)."""
 
     def found() -> bool:

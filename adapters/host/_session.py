@@ -79,6 +79,7 @@ class HostedSession:
         "last_event",
         "next_seq",
         "observers",
+        "on_end",
         "pump",
         "ring",
         "ring_bytes",
@@ -104,6 +105,7 @@ class HostedSession:
         self.running_task: str | None = None  # the Task whose task_started was published last
         self.tool_calls: dict[str, tuple[str, Out]] = {}  # call_id -> (Task id, its request)
         self.observers: list[Callable[[Event], None]] = []  # see observe()
+        self.on_end: list[Callable[[], None]] = []  # called once, when the session ends
 
     @property
     def host(self) -> SessionHost:
@@ -214,10 +216,13 @@ class HostedSession:
             self._host._idle[self.id] = self
 
     def end(self) -> None:
-        """The engine's stream is over: attachments flush what is left and finish."""
+        """The engine's stream is over: attachments flush what is left and finish, and
+        the ``on_end`` callbacks are called (after the last observed event)."""
         self.ended = True
         for attachment in list(self.attachments):
             attachment.session_ended()
+        for ended in self.on_end:
+            ended()
 
     async def backpressure(self) -> None:
         for attachment in tuple(self.attachments):

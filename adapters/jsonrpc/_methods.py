@@ -547,7 +547,7 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.session_socket._methods", "add_control_methods"),
-        ("get_status", "stop", "checkpoint", "inject_prompt", "subscribe", "unsubscribe"),
+        SEED_METHODS["004"],  # every method of the Ralph-style session sockets
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.codelia._shell", "add_shell_methods"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -82,6 +83,27 @@ async def _refuse(
     await send_and_close(conduit, dumps(error_response(None, error)), flush_timeout)
 
 
+_FOLLOWING: weakref.WeakSet[SessionHost] = weakref.WeakSet()
+
+
+def follow_statuses(host: SessionHost) -> None:
+    """From now on, follow each new session's status from its start, so a JSON-RPC
+    ``get_status`` knows the whole session, however many events its replay buffer
+    has lost (stdio keeps none). Done once per host, by its first JSON-RPC
+    connection: a server only native clients use pays nothing. The status code
+    loads with the first session, not the first frame."""
+    if host in _FOLLOWING:
+        return
+    _FOLLOWING.add(host)
+
+    def follow(session_id: str) -> None:
+        from codexcore.adapters.jsonrpc.session_socket._status import statuses
+
+        statuses(host).follow(session_id)
+
+    host.on_new_session(follow)
+
+
 def _rpc_connection(
     host: SessionHost,
     conduit: Conduit,
@@ -97,6 +119,7 @@ def _rpc_connection(
     that speaks it, so a native client never loads it."""
     from codexcore.adapters.jsonrpc._server import RpcConnection
 
+    follow_statuses(host)
     return RpcConnection(
         host,
         conduit,

@@ -112,6 +112,13 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         "PATH, give the prompt before it (or after --)",
     )
     parser.add_argument(
+        "--interactive",
+        action="store_true",
+        help="run the model's commands each in a terminal of its own (a PTY): a program "
+        "that wants a terminal gets one, and a control socket's write_pty types into it "
+        "(docs/sandbox.md)",
+    )
+    parser.add_argument(
         "--output-schema",
         metavar="FILE",
         help="a JSON Schema (an object schema) the final answer must follow; "
@@ -251,6 +258,8 @@ def engine_config(args: argparse.Namespace, loaded: LoadedSettings) -> Any:
     """The EngineConfig the loaded settings describe, in the directory of ``--cd``."""
     cwd = os.path.abspath(args.cd or os.getcwd())
     changes = {"ephemeral": True} if getattr(args, "ephemeral", False) else {}
+    if getattr(args, "interactive", False):
+        changes["pty_commands"] = True
     return loaded.settings.engine_config(cwd=cwd, **changes)
 
 

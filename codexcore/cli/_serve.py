@@ -17,7 +17,8 @@ Authorization: Bearer on the upgrade; browser origins other than localhost
 pages are refused unless given with --allow-origin. With
 --session-sockets every session also gets a control socket of its own,
 DIR/<session>.sock (default $CODEXCORE_HOME/sockets), speaking JSON-RPC to
-that session alone (the Ralph-style session sockets' get_status, stop, subscribe, ...). A TCP
+that session alone (the Ralph-style session sockets' get_status, stop, subscribe, ...);
+with --stdio too, so a monitor follows the session the UI drives. A TCP
 client must present the token: from --token-file, else $CODEXCORE_TOKEN,
 else one is generated and printed on stderr. The wire is described in
 docs/adapters.md.
@@ -91,7 +92,7 @@ def register(subparsers: Any) -> None:
         nargs="?",
         const="",
         help="give every session a control socket DIR/<session>.sock, JSON-RPC bound to "
-        "that session (default DIR $CODEXCORE_HOME/sockets; with --tcp or --unix)",
+        "that session (default DIR $CODEXCORE_HOME/sockets; with --stdio, --tcp or --unix)",
     )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", metavar="FILE", help="serve TLS on --tcp with this chain")
@@ -200,19 +201,20 @@ def run(args: argparse.Namespace) -> int:
 
         return run_redis(args)
     if args.stdio:
-        if args.tcp or args.ws or args.unix is not None or args.session_sockets is not None:
-            _say("--stdio serves alone: drop --tcp, --ws, --unix and --session-sockets")
+        if args.tcp or args.ws or args.unix is not None:
+            _say("--stdio serves alone: drop --tcp, --ws and --unix")
             return 2
         # First thing: nothing may reach the protocol stream but protocol lines.
         from ..adapters.stdio import claim_stdio
 
         try:
             config = _config(args, None)
-        except ValueError as exc:
+            sockets = _sockets_directory(args)
+        except (OSError, ValueError) as exc:
             _say(str(exc))
             return 2
         in_fd, out_fd = claim_stdio()
-        return asyncio.run(_serve_stdio(config, _dialects(args), in_fd, out_fd))
+        return asyncio.run(_serve_stdio(config, _dialects(args), in_fd, out_fd, sockets))
     if not args.tcp and not args.ws and args.unix is None:
         _say("say where to serve: --stdio, --tcp HOST:PORT, --ws HOST:PORT or --unix [PATH]")
         return 2
@@ -319,12 +321,19 @@ def _dialects(args: argparse.Namespace) -> Dialects:
     return Dialects(args.protocol, options)
 
 
-async def _serve_stdio(config: HostConfig, dialects: Dialects, in_fd: int, out_fd: int) -> int:
+async def _serve_stdio(
+    config: HostConfig, dialects: Dialects, in_fd: int, out_fd: int, sockets: Path | None
+) -> int:
     from ..adapters.stdio import serve_stdio
 
     executor = use_io_threads()
     code = await serve_stdio(
-        in_fd, out_fd, config, dialects=dialects, after_first_answer=_load_first_turn
+        in_fd,
+        out_fd,
+        config,
+        dialects=dialects,
+        after_first_answer=_load_first_turn,
+        session_sockets=sockets,
     )
     return await release_io_threads(executor, code, EXIT_GRACE)
 
@@ -388,18 +397,29 @@ def _session_sockets(
 ) -> SessionSockets | None:
     """With --session-sockets: every new session's control socket (the directory is
     checked now, so a bad one stops the server before any session is made)."""
+    directory = _sockets_directory(args)
+    if directory is None:
+        return None
+    from ..adapters.session_sockets import SessionSockets
+
+    sockets = SessionSockets(host, directory, dialects.jsonrpc)
+    sockets.serve_all()
+    _say(f"session sockets in {directory}")
+    return sockets
+
+
+def _sockets_directory(args: argparse.Namespace) -> Path | None:
+    """--session-sockets' directory, made private (0700) now: a bad one stops the
+    server before any session exists (raises OSError or ValueError)."""
     if args.session_sockets is None:
         return None
-    from ..adapters.session_sockets import SessionSockets, default_directory
+    from ..adapters.session_sockets import default_directory
     from ..adapters.unix import prepare_directory
     from ..config import default_home
 
     directory = Path(args.session_sockets or default_directory(default_home()))
     prepare_directory(directory)
-    sockets = SessionSockets(host, directory, dialects.jsonrpc)
-    sockets.serve_all()
-    _say(f"session sockets in {directory}")
-    return sockets
+    return directory
 
 
 def _loopback(address: str) -> bool:

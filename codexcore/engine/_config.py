@@ -160,6 +160,11 @@ class EngineConfig(Value):
     body may then stay silent; either failing is retried like a dropped
     connection (up to ``max_attempts``).
 
+    ``pty_commands`` runs the model's commands (those run here) each in a
+    terminal of its own, a PTY (``codexcore exec --interactive``): a program
+    that wants a terminal gets one, ``write_pty`` types into it while it runs,
+    and its output (stdout and stderr merged) streams as ``stdout``.
+
     ``models`` is the model catalogue (limits, prices, reasoning support), with
     ``config.toml``'s per-model overrides. ``project_doc_max_bytes`` caps the
     AGENTS.md text sent to the model (0: none is read).
@@ -184,6 +189,7 @@ class EngineConfig(Value):
     project_doc_max_bytes: int = 32 * 1024
     model_auto_compact_token_limit: int | None = None
     command_runner: CommandRunner | None = attrs.field(default=None, repr=False, eq=False)
+    pty_commands: bool = False
     mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict, repr=False)
 
     def missing_key(self) -> str | None:

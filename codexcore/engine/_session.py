@@ -19,6 +19,7 @@ from ._rollout import RolloutWriter, config_record, journal
 
 if TYPE_CHECKING:
     from ..model import ModelClient
+    from ..tools.pty import PtyCommand
     from ._mcp import McpManager
 
 
@@ -117,6 +118,8 @@ class Session:
         self._context: list[Item] = []
         # The user's shell commands now running (run_user_shell_command).
         self.shells: set[asyncio.Task[None]] = set()
+        # Those of them running in a terminal, by call id (write_pty writes to them).
+        self.terminals: dict[str, PtyCommand] = {}
         self._clients = clients
         self.sandbox: SandboxStatus | None = None  # probed when a policy wants confinement
         self.mcp: McpManager | None = None  # started with the Session when servers are configured

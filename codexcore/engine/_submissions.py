@@ -58,6 +58,7 @@ from ..protocol import (
     UserInput,
     UserInputAnswer,
     UserTurn,
+    WritePty,
 )
 from ..protocol._value import Value
 from ._session_lifecycle import configure, open_session, shutdown
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from . import _listings as listings
     from . import _recorded_sessions as recorded
     from . import _task_lifecycle as tasks
+    from . import _terminals as terminals
     from . import _turn_context as turns
     from . import _user_shell as shell
     from ._codex import Codex
@@ -152,6 +154,7 @@ if not TYPE_CHECKING:  # at run time, each loads with its first call
     recorded = _Later("._recorded_sessions")
     shell = _Later("._user_shell")
     tasks = _Later("._task_lifecycle")
+    terminals = _Later("._terminals")
     turns = _Later("._turn_context")
 
 
@@ -222,9 +225,10 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     (_I, UserInput): Step(None, tasks.start_task),
     **{(s, UserInput): Step("replaced", tasks.start_task) for s in _RUNNING},
     # inject_input: feeds the running Task's next request (lifting a checkpoint),
-    # or starts one; a stop stands, and the input waits for the next Task.
-    (_U, InjectInput): Step(None, with_default_session(tasks.start_task)),
-    (_I, InjectInput): Step(None, tasks.start_task),
+    # or starts one (start: false keeps it for the next); a stop stands, and the
+    # input waits for the next Task.
+    (_U, InjectInput): Step(None, with_default_session(tasks.inject_when_idle)),
+    (_I, InjectInput): Step(None, tasks.inject_when_idle),
     (_R, InjectInput): Step(None, tasks.inject),
     (_P, InjectInput): Step(None, tasks.inject),
     (_S, InjectInput): Step(None, tasks.inject_when_stopping),
@@ -242,6 +246,8 @@ PLAN: dict[tuple[State, type[Any]], Step] = {
     # run_user_shell_command: runs beside a Task, never disturbing it.
     (_U, RunUserShellCommand): Step(None, with_default_session(shell.user_shell)),
     **{(s, RunUserShellCommand): Step(None, shell.user_shell) for s in (_I, *_RUNNING)},
+    # write_pty: to a command running in a terminal, Task or not.
+    **{(s, WritePty): Step(None, terminals.write_pty) for s in State},
     # stop, checkpoint: the running Task ends after its current Turn (the latest
     # of the two names the end); otherwise nothing to stop.
     **{(s, op): Step(None, ignore) for s in (_U, _I) for op in (Stop, Checkpoint)},

@@ -155,7 +155,8 @@ class Task:
         # A conversation a previous Task left above the limit is compacted first.
         await self._compact_if_full(self._history.context_tokens)
         while True:
-            user_input = [*new_items, *self._take_injected()]
+            # Injected input is prepended: it was given before this Task's own input.
+            user_input = [*self._take_injected(), *new_items]
             await self._announce_input(user_input)
             turn = await self._fitting_turn([*user_input, *self._take_context()])
             last_message = turn.last_message or last_message

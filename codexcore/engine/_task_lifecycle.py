@@ -203,6 +203,7 @@ def _tool_routers(
             mcp=session.mcp,
             attach=session.add_context,
             functions=functions,
+            terminals=session.terminals,
         )
 
     return tools_for
@@ -255,11 +256,27 @@ def _running(codex: Codex) -> tuple[Session, RunningTask]:
     return session, running
 
 
+async def inject_when_idle(codex: Codex, sub: Submission, task_input: list[Item]) -> None:
+    """No Task runs: the input starts one, or (``start: false``) waits for the next
+    Task's first request, before that Task's own input."""
+    if _starts(sub):
+        await start_task(codex, sub, task_input)
+        return
+    session = codex._require_session()
+    for item in task_input:
+        session.inject(item)
+
+
+def _starts(sub: Submission) -> bool:
+    return not isinstance(sub.op, InjectInput) or sub.op.start
+
+
 async def inject(codex: Codex, sub: Submission, task_input: list[Item]) -> None:
     """Input for the running Task's next request; it lifts a pending checkpoint.
 
     A Task that has made its last request already (its terminal event is on
-    its way) gets none: the input starts the next Task, as when idle.
+    its way) gets none: the input starts the next Task, as when idle (or waits
+    for it, with ``start: false``).
     """
     session, running = _running(codex)
     if running.runner.done():
@@ -293,7 +310,7 @@ async def _start_after(
     # Only the terminal event is left to send, so waiting cannot block on the UI's
     # answers; task_started must follow it.
     await asyncio.wait({running.supervisor})
-    await start_task(codex, sub, task_input)
+    await inject_when_idle(codex, sub, task_input)
 
 
 async def request_stop(codex: Codex, sub: Submission, _: object) -> None:

@@ -58,6 +58,7 @@ from ._turn_diff import TurnDiffTracker
 if TYPE_CHECKING:
     from ..protocol import DynamicToolSpec
     from ..tools.functions import FunctionTool
+    from ..tools.pty import PtyCommand
 
 log = get_logger(__name__)
 
@@ -103,13 +104,17 @@ class ToolRouter:
         mcp: McpManager | None = None,
         attach: Callable[[Item], None] | None = None,
         functions: Mapping[str, FunctionTool] | None = None,
+        terminals: dict[str, PtyCommand] | None = None,
     ) -> None:
         """``stopping`` says whether a ``stop`` or ``checkpoint`` is pending: then a
         call that needs approval is answered as not run instead of asking. ``mcp``:
         the Session's MCP servers, whose tools are offered beside the built-in ones.
         ``attach`` adds an item to the Task's next request (``view_image``'s image;
         without it the tool answers that it is unavailable). ``functions``: the
-        embedding program's function tools (``codexcore.engine._function_calls``)."""
+        embedding program's function tools (``codexcore.engine._function_calls``).
+        ``terminals``: the Session's commands in a PTY, where the model's go under
+        ``EngineConfig.pty_commands``."""
+        self._terminals = terminals
         self._mcp = mcp
         self._functions = functions or {}
         self._dynamic = {spec.name: spec for spec in config.dynamic_tools}
@@ -333,6 +338,22 @@ class ToolRouter:
             self._approvals.approve_command_for_session(call.argv, call.cwd)
         return answer
 
+    async def _run_in_pty(self, call: ShellCall, spec: SandboxSpec) -> ExecResult:
+        from ._terminals import run_exec_in_pty  # the PTY code loads with its first use
+
+        assert self._terminals is not None
+        return await run_exec_in_pty(
+            self._terminals,
+            call.call_id,
+            call.argv,
+            call.cwd,
+            call.timeout_ms,
+            spec,
+            self._sandbox,
+            self._emit,
+            "agent",
+        )
+
     async def _run(self, call: ShellCall, *, confined: bool) -> ExecResult:
         """Run the call's command; interrupted (the Task cancelled), it ends with the
         output so far and how it was stopped, in its ``exec_command_end`` (recorded,
@@ -342,6 +363,8 @@ class ToolRouter:
             if not confined and runner is not None:
                 return await run_elsewhere(runner, call, self._emit)
             spec = self._spec if confined else SandboxSpec(mode="danger-full-access")
+            if self._engine.pty_commands and self._terminals is not None:
+                return await self._run_in_pty(call, spec)
             return await run_exec(
                 call.call_id, call.argv, call.cwd, call.timeout_ms, spec, self._sandbox, self._emit
             )

@@ -92,6 +92,7 @@ async def _run_and_record(codex: Codex, session: Session, sub: Submission, cwd: 
         config=session.config,
         sandbox=session.sandbox or UNCONFINED,
         emit=codex._emitter(sub.id),
+        terminal=session if op.pty else None,
     )
     if not op.record:
         return  # the UI hands the result to the model itself
@@ -120,8 +121,11 @@ async def run_user_shell(
     config: SessionConfig,
     sandbox: SandboxStatus,
     emit: Emit,
+    terminal: Session | None = None,
 ) -> ExecResult:
     """Run the user's command and return its outcome; never raises for the command.
+
+    With ``terminal`` (the Session), it runs in a PTY that ``write_pty`` writes to.
 
     Cancelled (``interrupt``, shutdown), the process group is killed and reaped
     first, then ``exec_command_end`` says exit code -1 and ``command aborted by
@@ -139,7 +143,7 @@ async def run_user_shell(
         )
         return await _end_without_run(emit, call_id, argv, cwd, refusal, 0)
     timeout = USER_SHELL_TIMEOUT_MS if timeout_ms is None else timeout_ms
-    return await _run_reporting_abort(call_id, argv, cwd, timeout, spec, sandbox, emit)
+    return await _run_reporting_abort(call_id, argv, cwd, timeout, spec, sandbox, emit, terminal)
 
 
 async def _run_reporting_abort(
@@ -150,8 +154,10 @@ async def _run_reporting_abort(
     spec: SandboxSpec,
     sandbox: SandboxStatus,
     emit: Emit,
+    terminal: Session | None = None,
 ) -> ExecResult:
-    """``run_exec``, and once cancelled its one ``exec_command_end`` all the same."""
+    """``run_exec`` (in a PTY with ``terminal``), and once cancelled its one
+    ``exec_command_end`` all the same."""
     started = asyncio.get_running_loop().time()
     ends: list[ExecCommandEnd] = []
 
@@ -161,6 +167,20 @@ async def _run_reporting_abort(
         await emit(msg)
 
     try:
+        if terminal is not None:
+            from ._terminals import run_exec_in_pty  # the PTY code loads with its first use
+
+            return await run_exec_in_pty(
+                terminal.terminals,
+                call_id,
+                argv,
+                cwd,
+                timeout_ms,
+                spec,
+                sandbox,
+                emit_noting_end,
+                "user_shell",
+            )
         return await run_exec(
             call_id, argv, cwd, timeout_ms, spec, sandbox, emit_noting_end, source="user_shell"
         )

@@ -121,6 +121,7 @@ from ._ops import (
     Stop,
     UserInput,
     UserTurn,
+    WritePty,
 )
 from ._plan import PlanItem, PlanUpdate, StepStatus, ViewImageToolCall
 from ._schema import protocol_schema
@@ -282,6 +283,7 @@ __all__ = [
     "ViewImageToolCall",
     "WarningEvent",
     "Welcome",
+    "WritePty",
     "decode_connection_msg",
     "decode_event",
     "decode_hello",

@@ -144,12 +144,14 @@ class ExecApprovalRequest(Tagged):
 @EVENT_MSGS.register("exec_command_begin")
 @attrs.frozen(repr=False, eq=False)
 class ExecCommandBegin(Tagged):
-    """A command started; ``source`` says whether the model or the user ran it."""
+    """A command started; ``source`` says whether the model or the user ran it, ``pty``
+    whether it runs in a terminal of its own (``write_pty`` writes to it)."""
 
     call_id: str
     command: tuple[str, ...]
     cwd: str
     source: ExecCommandSource = "agent"
+    pty: bool = False
 
 
 @EVENT_MSGS.register("exec_command_output_delta")

@@ -133,9 +133,15 @@ class OverrideTurnContext(Tagged):
 @OPS.register("inject_input")
 @attrs.frozen(repr=False, eq=False)
 class InjectInput(Tagged):
-    """Add input to the running Task's next model request (or start a Task when idle)."""
+    """Add input to the running Task's next model request, before any other input.
+
+    When no Task runs, ``start`` says what happens: true (the default) starts a
+    Task with it; false keeps it for the next Task, whose first request carries
+    it before that Task's own input.
+    """
 
     items: tuple[InputItem, ...]
+    start: bool = True
 
 
 @OPS.register("interrupt")
@@ -169,12 +175,27 @@ class RunUserShellCommand(Tagged):
     ``bad_cwd`` and nothing runs. ``record`` false keeps the command and its
     output out of what the model is sent, for a UI that hands the result to
     the model itself (the Codelia TUI adds its own ``<shell_result>`` block).
+    ``pty`` true runs it in a terminal of its own (a PTY, its controlling
+    terminal; stdout and stderr merged into ``stdout`` deltas), to which
+    ``write_pty`` writes while it runs; ``exec_command_begin`` says ``pty: true``.
     """
 
     command: str
     timeout_ms: int | None = None
     cwd: str | None = None
     record: bool = True
+    pty: bool = False
+
+
+@OPS.register("write_pty")
+@attrs.frozen(repr=False, eq=False)
+class WritePty(Tagged):
+    """Write ``data`` to the terminal of a command running in a PTY (what a user would
+    type): the one whose ``exec_command_begin`` has this ``call_id``, or the latest
+    such command when it is null. None runs: ``error`` with code ``no_terminal``."""
+
+    data: str
+    call_id: str | None = None
 
 
 @OPS.register("stop")
@@ -306,6 +327,7 @@ Op = Annotated[
     | ListMcpTools
     | ListSkills
     | UserInputAnswer
-    | DynamicToolResponse,
+    | DynamicToolResponse
+    | WritePty,
     OPS,
 ]

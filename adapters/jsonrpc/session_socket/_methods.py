@@ -7,8 +7,10 @@ The commands are the engine's ops, submitted as the connection's own
 end the running Task after its current Turn, ``inject_prompt`` is
 ``inject_input``. On a per-session socket (``session_sockets``) the
 connection acts on that socket's session; elsewhere on its own session.
-``set_interactive_mode`` and ``write_pty`` stay unregistered: codexcore runs no
-agent in a terminal to forward keystrokes to.
+``set_interactive_mode`` records the wish; the mode is on only while a command
+of the session runs in a terminal (a PTY: a user shell command with ``pty``);
+``write_pty`` then writes to that command (the engine's ``write_pty``), and
+answers the protocol's "not in interactive mode" otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ import attrs
 from codexcore.adapters.host._host import HostRefusal, NotAccepted
 from codexcore.adapters.jsonrpc._errors import SERVER_ERROR
 from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
-from codexcore.protocol import Checkpoint, InjectInput, Op, Stop, Submission, TextInput
+from codexcore.protocol import (
+    Checkpoint,
+    InjectInput,
+    Op,
+    Stop,
+    Submission,
+    TextInput,
+    WritePty,
+)
 
 from ._status import ALL_EVENTS, EVENT_TYPES, SessionStatus, statuses
 
@@ -40,7 +50,21 @@ class NoParams:
 
 @attrs.frozen
 class InjectPrompt:
+    """``{prompt, start?}``: ``start: true`` starts a Task with it when none runs (else
+    the prompt waits for the next Task, as a Ralph loop's next iteration)."""
+
     prompt: str
+    start: bool = False
+
+
+@attrs.frozen
+class InteractiveMode:
+    enabled: bool
+
+
+@attrs.frozen
+class PtyData:
+    data: str
 
 
 _EVENT_NAMES = {"enum": [ALL_EVENTS, *EVENT_TYPES]}
@@ -94,8 +118,22 @@ async def checkpoint(ctx: RpcContext, _: NoParams) -> dict[str, Any]:
 
 async def inject_prompt(ctx: RpcContext, params: InjectPrompt) -> dict[str, Any]:
     await _status_of(ctx)
-    await _submit(ctx, InjectInput((TextInput(params.prompt),)))
+    await _submit(ctx, InjectInput((TextInput(params.prompt),), start=params.start))
     return {"status": "prompt_injected", "prompt": params.prompt}
+
+
+async def set_interactive_mode(ctx: RpcContext, params: InteractiveMode) -> dict[str, Any]:
+    status = await _status_of(ctx)
+    await status.want_interactive(params.enabled)
+    return {"interactive_mode": status.interactive_mode}
+
+
+async def write_pty(ctx: RpcContext, params: PtyData) -> dict[str, Any]:
+    status = await _status_of(ctx)
+    if not status.interactive_mode:
+        return {"status": "ignored", "reason": "not in interactive mode"}
+    await _submit(ctx, WritePty(params.data, call_id=status.terminal))
+    return {"status": "forwarded"}
 
 
 def _event_types(value: Any) -> list[str]:
@@ -208,8 +246,37 @@ def add_control_methods(table: MethodTable) -> None:
         "inject_prompt",
         inject_prompt,
         InjectPrompt,
-        summary="Give the model this prompt with its next request",
+        summary="Give the model this prompt with its next request, before the next prompt "
+        "(start: true starts a Task with it when none runs)",
         result=_status_result("prompt_injected", prompt=_TEXT),
+        errors=errors,
+    )
+    table.add(
+        "set_interactive_mode",
+        set_interactive_mode,
+        InteractiveMode,
+        summary="Ask for interactive mode; answers whether it is on (only while a command "
+        "runs in a terminal)",
+        result={
+            "type": "object",
+            "properties": {"interactive_mode": {"type": "boolean"}},
+            "required": ["interactive_mode"],
+        },
+        errors=errors,
+    )
+    table.add(
+        "write_pty",
+        write_pty,
+        PtyData,
+        summary="Write to the terminal of the command running in interactive mode",
+        result={
+            "type": "object",
+            "properties": {
+                "status": {"enum": ["forwarded", "ignored"]},
+                "reason": _TEXT,
+            },
+            "required": ["status"],
+        },
         errors=errors,
     )
     for name, handler, summary in (

@@ -1,9 +1,11 @@
 """What seed 004's ``get_status`` says of a session, kept from its events.
 
-A :class:`SessionStatus` per session reads the session's events through an
-attachment of its own that watches (never controls), from the session's first
-event (while the replay buffer holds it), so a client that connects late still
-sees the whole session: the Turns so far, the last lines of output. It cuts
+A :class:`SessionStatus` per session reads the session's events: what its
+replay buffer still holds, then each event as it is published (an observer of
+the hosted session: nothing decoded twice, no hold on the engine), so a
+client that connects late still sees the whole session: the Turns so far, the
+last lines of output. Started with the session (the first JSON-RPC connection
+of a host asks for that), it sees every event. It cuts
 agent text and command output into lines (``output`` events) and sends
 ``state_change`` with the fields that changed to the connections subscribed
 (``clients``). :func:`statuses` finds a host's, making them on first use: the
@@ -15,18 +17,20 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
+import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from codexcore._logging import get_logger
-from codexcore.adapters.host._host import Frame, HostedSession, HostRefusal, Out, SessionHost
+from codexcore.adapters.host._host import HostedSession, HostRefusal, SessionHost
 from codexcore.engine import State
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
     AgentMessage,
     AgentMessageDelta,
+    AgentReasoningDelta,
     ApplyPatchApprovalRequest,
     Event,
     ExecApprovalRequest,
@@ -34,6 +38,7 @@ from codexcore.protocol import (
     ExecCommandEnd,
     ExecCommandOutputDelta,
     PatchApplyBegin,
+    PlanUpdate,
     SessionConfigured,
     TaskComplete,
     TaskStarted,
@@ -52,24 +57,52 @@ RECENT_LINES = 50
 """How many of the last output lines ``get_status`` returns in ``recent_output``."""
 
 _STOPPING = (State.STOPPING, State.PAUSING)
-_CHANGE_FIELDS = ("task_name", "task_dir", "iteration", "status", "interactive_mode")
+_STREAMED = (AgentMessageDelta, AgentReasoningDelta, ExecCommandOutputDelta)
+_CHANGE_FIELDS = (
+    "task_name",
+    "task_dir",
+    "iteration",
+    "current_story",
+    "status",
+    "interactive_mode",
+)
 
 
-def timestamp() -> str:
-    """Now, in the seed's shape: UTC, ISO 8601 with microseconds, no offset."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+def timestamp(at: float | None = None) -> str:
+    """``at`` (seconds since the epoch; default now) in the seed's shape: UTC, ISO 8601
+    with microseconds, no offset."""
+    when = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def current_step(plan: PlanUpdate) -> str | None:
+    """The plan's step in progress; else its first pending one (the next to do), if any."""
+    for wanted in ("in_progress", "pending"):
+        for item in plan.plan:
+            if item.status == wanted:
+                return item.step
+    return None
 
 
 class Lines:
     """Text that arrives in pieces, cut into whole lines per stream."""
 
     def __init__(self) -> None:
-        self._partial: dict[tuple[str, ...], str] = {}
+        # The unterminated line's pieces, joined only once its end comes: a long line
+        # streamed in many deltas costs linear time, not quadratic.
+        self._partial: dict[tuple[str, ...], list[str]] = {}
         self._decoders: dict[tuple[str, ...], codecs.IncrementalDecoder] = {}
 
     def feed(self, key: tuple[str, ...], text: str) -> list[str]:
-        *lines, rest = (self._partial.get(key, "") + text).split("\n")
-        self._partial[key] = rest
+        pending = self._partial.setdefault(key, [])
+        if "\n" not in text:
+            if text:
+                pending.append(text)
+            return []
+        *lines, rest = text.split("\n")
+        if pending:
+            lines[0] = "".join(pending) + lines[0]
+        self._partial[key] = [rest] if rest else []
         return [line.removesuffix("\r") for line in lines]
 
     def feed_bytes(self, key: tuple[str, ...], chunk: bytes) -> list[str]:
@@ -84,7 +117,7 @@ class Lines:
     def flush(self, key: tuple[str, ...]) -> list[str]:
         """The last, unterminated line of ``key`` (if any); ``key`` is forgotten."""
         decoder = self._decoders.pop(key, None)
-        rest = self._partial.pop(key, "") + (decoder.decode(b"", True) if decoder else "")
+        rest = "".join(self._partial.pop(key, [])) + (decoder.decode(b"", True) if decoder else "")
         return [rest.removesuffix("\r")] if rest else []
 
 
@@ -97,7 +130,10 @@ class SessionStatus:
         self.task_name = hosted.id
         self.task_dir = host.engine_config.session.cwd
         self.iteration = 0  # Turns completed
-        self.started_at = self.updated_at = timestamp()
+        self.current_story: str | None = None  # the plan's step in progress
+        self.interactive_wanted = False  # set_interactive_mode's last word
+        self.started_at = timestamp()
+        self._updated = time.time()  # formatted when asked: a stream of deltas is hot
         self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.clients: dict[RpcContext, set[str]] = {}  # connection -> its subscriptions
         self.finished = asyncio.Event()
@@ -108,19 +144,42 @@ class SessionStatus:
         self._stopped = False
         self._ended = False
         self._lines = Lines()
+        self._terminals: list[str] = []  # call ids of the commands running in a PTY
         self._last = self._changing()
         self._reader: asyncio.Task[None] | None = None
+        self._events: collections.deque[Event] = collections.deque()  # seen, not yet applied
+        self._wake = asyncio.Event()
+        self._session_over = False
+        self._unobserve: Callable[[], None] = lambda: None
 
     async def start(self) -> None:
-        """Attach (watching, from the session's first retained event) and follow it."""
-        attachment = await self._host.attach(
-            token=self._host.config.token,
-            session_id=self._hosted.id,
-            last_seq=-1,
-            control=False,
-            lossless=True,
-        )
-        self._reader = asyncio.create_task(self._follow(attachment.take))
+        """Follow the session: what its replay buffer still holds, then every event as
+        it is published (an observer: no copy of the stream to decode, no backpressure
+        on the engine; a hot stream of deltas costs little)."""
+        hosted = self._hosted
+        self._events.extend(decode_event(out.data) for out in hosted.ring)
+        # No await from here to the observer: no event is missed or seen twice.
+        self._unobserve = hosted.observe(self._seen)
+        if hosted.ended:
+            self._session_over = True
+        else:
+            hosted.on_end.append(self._over)
+        self._wake.set()
+        self._reader = asyncio.create_task(self._follow())
+
+    def _seen(self, event: Event) -> None:
+        msg = event.msg
+        if not self._events and type(msg) is AgentMessageDelta and "\n" not in msg.delta:
+            # The bulk of a stream, taken at once: a delta that ends no line tells nothing.
+            self._lines.feed(("agent", event.id), msg.delta)
+            self._updated = time.time()
+            return
+        self._events.append(event)
+        self._wake.set()
+
+    def _over(self) -> None:
+        self._session_over = True
+        self._wake.set()
 
     # --- what get_status answers ------------------------------------------------------------
 
@@ -134,17 +193,26 @@ class SessionStatus:
             return "stopping"
         return "awaiting_approval" if self._approvals else "running"
 
+    @property
+    def interactive_mode(self) -> bool:
+        """On when asked for and a command runs in a terminal (a PTY)."""
+        return self.interactive_wanted and bool(self._terminals)
+
+    @property
+    def updated_at(self) -> str:
+        return timestamp(self._updated)
+
     def fields(self) -> dict[str, Any]:
         return {
             "task_name": self.task_name,
             "task_dir": self.task_dir,
             "iteration": self.iteration,
             "max_iterations": None,
-            "current_story": None,
+            "current_story": self.current_story,
             "agent": "codexcore",
             "agent_id": self._hosted.agent_id,
             "status": self.status,
-            "interactive_mode": False,
+            "interactive_mode": self.interactive_mode,
             "started_at": self.started_at,
             "updated_at": self.updated_at,
             "recent_output": list(self.recent),
@@ -156,15 +224,19 @@ class SessionStatus:
 
     # --- following the session ----------------------------------------------------------------
 
-    async def _follow(self, take: Callable[[], Awaitable[list[Frame]]]) -> None:
+    async def _follow(self) -> None:
         try:
-            while frames := await take():
-                for frame in frames:
-                    if isinstance(frame, Out):
-                        await self._apply(decode_event(frame.data))
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._events:
+                    await self._apply(self._events.popleft())
+                if self._session_over:
+                    break
         except Exception:
             log.exception("session status failed", session=self.task_name)
         finally:
+            self._unobserve()
             self._ended = True
             await self._changed()
             for ctx in list(self.clients):
@@ -173,7 +245,7 @@ class SessionStatus:
 
     async def _apply(self, event: Event) -> None:
         msg = event.msg
-        self.updated_at = timestamp()
+        self._updated = time.time()
         for line in self._output_of(event):
             self.recent.append(line)
             await self._broadcast("output", {"line": line})
@@ -183,6 +255,9 @@ class SessionStatus:
             self._approvals.add(msg.call_id)
         elif isinstance(msg, ExecCommandBegin | ExecCommandEnd | PatchApplyBegin):
             self._approvals.discard(msg.call_id)
+            self._follow_terminal(msg)
+        elif isinstance(msg, PlanUpdate):
+            self.current_story = current_step(msg)
         elif isinstance(msg, TurnComplete):
             self.iteration += 1
             self._approvals.clear()
@@ -195,7 +270,8 @@ class SessionStatus:
         if msg.TYPE in TERMINAL_EVENT_TYPES and event.id == self._task_id:
             self._task_id, self._stop_asked, self._approvals = None, False, set()
             self._stopped = isinstance(msg, TaskComplete) and msg.stopped_by == "stop"
-        await self._changed()
+        if not isinstance(msg, _STREAMED):  # a delta changes no field (the next event tells)
+            await self._changed()
 
     def _output_of(self, event: Event) -> list[str]:
         """Whole lines of agent text and command output, as they complete."""
@@ -214,6 +290,18 @@ class SessionStatus:
             return [line for key in keys for line in lines.flush(key)]
         return []
 
+    def _follow_terminal(self, msg: ExecCommandBegin | ExecCommandEnd | PatchApplyBegin) -> None:
+        """The latest command running in a terminal (``write_pty`` writes to it)."""
+        if isinstance(msg, ExecCommandBegin) and msg.pty:
+            self._terminals.append(msg.call_id)
+        elif isinstance(msg, ExecCommandEnd) and msg.call_id in self._terminals:
+            self._terminals.remove(msg.call_id)
+
+    @property
+    def terminal(self) -> str | None:
+        """The call id of the latest command running in a terminal, if any."""
+        return self._terminals[-1] if self._terminals else None
+
     async def _changed(self) -> None:
         now = self._changing()
         changed = {name: value for name, value in now.items() if self._last[name] != value}
@@ -231,6 +319,10 @@ class SessionStatus:
 
     # --- commands --------------------------------------------------------------------------
 
+    async def want_interactive(self, enabled: bool) -> None:
+        self.interactive_wanted = enabled
+        await self._changed()
+
     async def stop_requested(self) -> None:
         if self._task_id is not None:
             self._stop_asked = True
@@ -245,6 +337,19 @@ class Statuses:
         self._by_session: dict[HostedSession, SessionStatus] = {}
         self._starting: dict[HostedSession, asyncio.Task[SessionStatus]] = {}
         self._forgetting: set[asyncio.Task[None]] = set()
+
+    def follow(self, session_id: str) -> None:
+        """Follow ``session_id`` from now on (call it as the session is created, from
+        ``SessionHost.on_new_session``, to follow it from its first event)."""
+        task = asyncio.create_task(self._get_logged(session_id))
+        self._forgetting.add(task)
+        task.add_done_callback(self._forgetting.discard)
+
+    async def _get_logged(self, session_id: str) -> None:
+        try:
+            await self.get(session_id)
+        except Exception as exc:  # the session ended at once: nothing to follow
+            log.info("session status not followed", session=session_id, error=str(exc))
 
     async def get(self, session_id: str) -> SessionStatus:
         """The session's status, following it from now on; raises :class:`HostRefusal`."""
