@@ -107,7 +107,7 @@ async def test_exec_interactive_runs_the_models_command_in_a_terminal(tmp_path: 
     with short_home() as home, ScriptedResponsesServer(model) as http:
         path = Path(home) / "s" / "ctl.sock"
         process = _Process()
-        argv = [PY, "-m", "codexcore", "exec", "--json", "--approval-policy", "never"]
+        argv = [PY, "-m", "codexcore", "exec", "--events-json", "--approval-policy", "never"]
         argv += ["--interactive", "--control-socket", str(path), "run it"]
         env = server_env(http.base_url, HOME=home, CODEXCORE_HOME=f"{home}/cx")
         await process._spawn(argv, env, tmp_path, stdout=asyncio.subprocess.PIPE)
