@@ -7,6 +7,7 @@ applies it is :mod:`._host`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -51,6 +52,9 @@ class HostConfig(Value):
     ``handshake_timeout`` seconds to send its ``hello``. ``control``: the rules
     for seed 003's control messages (``docs/control.md``); a control sender's
     token admits a connection as the host's token does, and names its sender.
+    ``session_names``: names (by kind) every session this host makes is given
+    at once (:meth:`SessionHost.name_session`): a one-session host's names, from
+    ``--agent-id`` and ``--session-alias``.
     """
 
     engine: EngineConfig = attrs.field(factory=host_engine_config)
@@ -67,3 +71,4 @@ class HostConfig(Value):
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     server: Peer = attrs.field(factory=lambda: Peer("codexcore", __version__))
     control: ControlConfig = attrs.field(factory=ControlConfig)
+    session_names: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import SUMMARIES, plain
+from ._control import add_name_arguments
 from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ def register(subparsers: Any) -> None:
     sessions.add_argument(
         "--ephemeral", action="store_true", help="record no session (nothing is written)"
     )
+    add_name_arguments(sessions, "with --stdio, its session")
     from ._serve_redis import add_arguments as add_redis_arguments
 
     add_redis_arguments(parser)
@@ -175,6 +177,12 @@ def run(args: argparse.Namespace) -> int:
 
     _import_serving_code()
     imports_done()  # a server runs for long: the collector must run too
+    if (args.agent_id or args.session_alias) and (not args.stdio or args.redis):
+        _say(
+            "--agent-id and --session-alias name the one session of --stdio; on sockets a "
+            "client names its own session (control.register, docs/control.md)"
+        )
+        return 2
     if args.redis:
         from ._serve_redis import run_redis
 
@@ -212,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     from ..adapters.host._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
-    from ._control import host_control_config
+    from ._control import host_control_config, session_names
     from ._options import settings_overrides
 
     overrides: dict[str, str] = {"model": args.model} if args.model else {}
@@ -239,6 +247,7 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
         handshake_timeout=args.handshake_timeout,
         max_line_bytes=args.max_line_bytes,
         control=host_control_config(loaded.settings.control, os.environ),
+        session_names=session_names(args),
     )
 
 
