@@ -225,9 +225,9 @@ class ControlReceiver:
         fields = identity(envelope)
         problem = self._authorise(request, credential) or self._replay_problem(request)
         if problem is not None:
-            error, detail = problem
-            self.audit.record("rejected", {**fields, "sender": envelope.sender, "detail": detail})
-            return ack(fields, "rejected", detail, error=error)
+            error, why = problem
+            self.audit.record("rejected", {**fields, "sender": envelope.sender, "detail": why})
+            return ack(fields, "rejected", why, error=error)
         key: Key = (envelope.team, envelope.session_id, envelope.agent_id, envelope.request_id)
         first = self._inflight.get(key)
         if first is not None:  # the same request, still being answered here
@@ -238,7 +238,6 @@ class ControlReceiver:
             if result == PENDING:
                 detail = "accepted before this receiver restarted; not run again"
             return self._duplicate(fields, envelope.sender, {"detail": detail, "result": result})
-        # A request that reaches here is carried out or fails with an ack of its own.
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
