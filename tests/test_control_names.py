@@ -123,9 +123,14 @@ async def test_control_register_names_a_session_over_json_rpc_and_native(tmp_pat
         async with serving(model, tmp_path, sockets) as (_api, server):
             # A native UI names its session.
             owner = await server.client(unix=True)
-            await owner.greet()
+            welcome = await owner.greet()
             await owner.send({"type": "control.register", "id": "n1", **_names()})
             registered = await owner.until("control.registered")
+            # A watcher of that session may not rename it.
+            watcher = await server.client(unix=True)
+            await watcher.greet(session_id=welcome["session_id"], control=False)
+            await watcher.send({"type": "control.register", "agent_id": "codex:thief"})
+            watched = await watcher.until("control.register.refused")
             # Another session may not take the same agent name (JSON-RPC, its own session).
             rival = await server.client(unix=True)
             assert "result" in await call_rpc(rival, SOCKET_INITIALIZE)
@@ -143,12 +148,13 @@ async def test_control_register_names_a_session_over_json_rpc_and_native(tmp_pat
             again = example("8.1", request_id="req_after_unnaming")
             gone = ack_of(await call_rpc(operator, rpc(2, "control.stdin", again)))
     assert registered["id"] == "n1"
+    assert watched["error"] == "only the connection in control of the session names it"
     assert registered["names"] == {"session_id": [ATM_SESSION], "agent_id": [ATM_AGENT]}
     assert registered["agent_id"].startswith("codexcore:")
     assert clash["error"]["code"] == -32602, clash
     assert "already another live session's name" in clash["error"]["message"]
     assert alias_only["result"]["names"] == {"session_id": ["x"], "agent_id": []}
-    assert "give session_id, agent_id or both" in empty["error"]["message"]
+    assert empty["result"]["names"] == {"session_id": ["x"], "agent_id": []}  # a question
     assert (answer["result"], answer["detail"]) == ("ok", "accepted: started a task"), answer
     assert (gone["result"], gone["error"]) == ("not_found", "session_not_found"), gone
 

@@ -9,14 +9,13 @@ dialects), or by ``--agent-id``/``--session-alias`` on ``exec`` and ``serve
 (the session's id, an id it had before a resume, or one of its session names;
 several sessions may share a session name, as the workers of one lead do) and
 then its ``agent_id`` (the session's agent, or one of its agent names; an agent
-name is one session's only).
+name is one session's only). Light: the command line reads the kinds at start-up;
+the envelopes' module is loaded only when names are checked.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from ._wire import MAX_ID_LENGTH, Invalid
 
 if TYPE_CHECKING:
     from codexcore.adapters.host._host import HostedSession, SessionHost
@@ -43,13 +42,14 @@ def is_agent(hosted: HostedSession, agent_id: str) -> bool:
 
 def register(host: SessionHost, hosted: HostedSession, params: Any) -> dict[str, Any]:
     """Give ``hosted`` the names in ``params`` (``session_id``, ``agent_id``: a string or
-    a list of them; a field left out keeps its names, ``[]`` removes them); the
-    session's ids and names. Raises :class:`Invalid` naming the problem."""
+    a list of them; a field left out keeps its names, ``[]`` removes them, none at all
+    changes nothing); the session's ids and names. Raises :class:`Invalid` naming the
+    problem."""
+    from ._wire import Invalid
+
     if not isinstance(params, dict):
         raise Invalid("params: expected an object {session_id, agent_id}")
     given = {field: _names(params, field) for field in KINDS if field in params}
-    if not given:
-        raise Invalid("give session_id, agent_id or both: the names to know this session by")
     for name in given.get("agent_id", ()):
         others = [other for other in host.named(AGENT_NAME, name) if other is not hosted]
         if others:
@@ -69,6 +69,8 @@ def described(hosted: HostedSession) -> dict[str, Any]:
 
 
 def _names(params: dict[str, Any], field: str) -> tuple[str, ...]:
+    from ._wire import MAX_ID_LENGTH, Invalid
+
     value = params[field]
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):

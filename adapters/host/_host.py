@@ -29,7 +29,8 @@ public names):
   first one (a stdio server never does).
 - here: the host itself: sessions by id (created, attached to, reattached
   with replay, opened from an :class:`EngineSource`, renamed after a resume
-  or a fork), connections and tokens, the pumps, the idle sweeper, closing.
+  or a fork) and by the names others give them (:meth:`SessionHost.name_session`),
+  connections and tokens, the pumps, the idle sweeper, closing.
 
 A session with no attachment and no new event for ``idle_timeout`` seconds is
 shut down by a sweeper. Closing the host shuts every session down, so each

@@ -98,7 +98,7 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         help="a JSON Schema (an object schema) the final answer must follow; "
         "the answer is printed alone, as JSON, on stdout",
     )
-    from ._control import add_name_arguments
+    from ._control_names import add_name_arguments
 
     add_name_arguments(parser, "this session, with --control-socket")
     add_settings_arguments(parser)
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     try:
-        from ._control import session_names
+        from ._control_names import session_names
 
         session_names(args)
     except ValueError as exc:
@@ -280,7 +280,8 @@ class _ExecRun:
         from ..adapters.host._host import HostConfig, SessionHost
         from ..adapters.session_sockets import SessionSockets, default_directory
         from ..config import default_home
-        from ._control import host_control_config, session_names
+        from ._control import host_control_config
+        from ._control_names import session_names
 
         # The session socket also takes ATM-style control messages: [control]'s rules,
         # and the names --agent-id and --session-alias give the session.

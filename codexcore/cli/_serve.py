@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import SUMMARIES, plain
-from ._control import add_name_arguments
+from ._control_names import add_name_arguments
 from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 
 if TYPE_CHECKING:
@@ -220,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     from ..adapters.host._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
-    from ._control import host_control_config, session_names
+    from ._control import host_control_config
+    from ._control_names import session_names
     from ._options import settings_overrides
 
     overrides: dict[str, str] = {"model": args.model} if args.model else {}
