@@ -47,6 +47,8 @@ def read_control(table: Any, where: str, user_home: str | None) -> ControlSettin
 
 
 def _value(key: str, value: Any, shown: str, user_home: str | None) -> Any:
+    if key == "audit_file" and value == "":
+        return ""  # the file turned off (the log still has every record)
     if key in _STRINGS:
         if not isinstance(value, str) or not value:
             raise ControlConfigError(f"{shown} = {value!r}: expected a non-empty string")

@@ -25,6 +25,8 @@ from acp.schema import (
     AllowedOutcome,
     CancelNotification,
     ClientCapabilities,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
     CreateTerminalRequest,
     CreateTerminalResponse,
     DeniedOutcome,
@@ -61,13 +63,22 @@ from acp.schema import (
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer
 
 from .server_helpers import server_env
 
 PY = sys.executable
+
+
+class ElicitationRequest(RootModel[CreateElicitationRequest]):
+    """``elicitation/create``'s params (a union in the package: a model to check against)."""
+
+
+class ElicitationResponse(RootModel[CreateElicitationResponse]):
+    """``elicitation/create``'s result."""
+
 
 # method -> (params model, result model or None for a notification)
 METHODS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
@@ -87,6 +98,7 @@ METHODS: dict[str, tuple[type[BaseModel], type[BaseModel] | None]] = {
     "terminal/wait_for_exit": (WaitForTerminalExitRequest, WaitForTerminalExitResponse),
     "terminal/kill": (KillTerminalRequest, KillTerminalResponse),
     "terminal/release": (ReleaseTerminalRequest, ReleaseTerminalResponse),
+    "elicitation/create": (ElicitationRequest, ElicitationResponse),
 }
 ERROR_SCHEMA = {
     "type": "object",
@@ -386,10 +398,16 @@ def describe(update: Any) -> str:
 
 @asynccontextmanager
 async def acp_agent(
-    client: RecordingClient, base_url: str, cwd: Path, *args: str, shutdown_timeout: float = 10.0
+    client: RecordingClient,
+    base_url: str,
+    cwd: Path,
+    *args: str,
+    shutdown_timeout: float = 10.0,
+    unstable: bool = False,
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process, SchemaChecker]]:
     """``codexcore acp`` as an editor spawns it, initialized; on exit every message
-    must have passed the schema, and the process must have exited 0."""
+    must have passed the schema, and the process must have exited 0. ``unstable``: the
+    client takes the protocol's unstable methods (``elicitation/create``)."""
     checker = SchemaChecker()
     stderr_path = cwd.parent / f"{cwd.name}-acp-stderr.log"
     with stderr_path.open("wb") as stderr:
@@ -404,6 +422,7 @@ async def acp_agent(
             cwd=cwd,
             transport_kwargs={"stderr": stderr.fileno(), "shutdown_timeout": shutdown_timeout},
             observers=[checker],
+            use_unstable_protocol=unstable,
         ) as (conn, process):
             client.initialized = await asyncio.wait_for(
                 conn.initialize(protocol_version=1, client_capabilities=client.capabilities()), 20
@@ -421,11 +440,14 @@ async def serving(
     cwd: Path,
     *args: str,
     shutdown_timeout: float = 10.0,
+    unstable: bool = False,
 ) -> AsyncIterator[tuple[ClientSideConnection, SchemaChecker]]:
     """A scripted model on a real local HTTP server, and ``codexcore acp`` using it."""
     async with (
         ScriptedResponsesServer(model) as http,
-        acp_agent(client, http.base_url, cwd, *args, shutdown_timeout=shutdown_timeout) as (
+        acp_agent(
+            client, http.base_url, cwd, *args, shutdown_timeout=shutdown_timeout, unstable=unstable
+        ) as (
             conn,
             _,
             checker,

@@ -31,6 +31,10 @@ Method -> engine, one row each:
 ``session/cancel``       ``interrupt``; waiting permission requests are withdrawn
 ``session/set_mode``     approval presets (:data:`~._modes.MODES`) through
                          :meth:`AcpSession.switch_policies`; ``current_mode_update``
+questions                the model's ``request_user_input`` -> ``elicitation/create``
+                         (form mode) when the client advertises
+                         ``elicitation.form``; else the tool is not offered
+                         (:mod:`._ask`)
 approvals                ``session/request_permission`` (:mod:`._permission`):
                          allow once / always, reject once / always -> approved,
                          approved_for_session, denied (remembered for that
@@ -168,6 +172,13 @@ class CodexAgent:
     def can_read(self) -> bool:
         fs = self.client_capabilities.fs
         return bool(fs and fs.read_text_file)
+
+    @property
+    def can_ask(self) -> bool:
+        """Whether the client takes form elicitations: the model's questions to the user
+        (``request_user_input``, :mod:`._ask`) go there; without, it is never offered."""
+        elicitation = self.client_capabilities.elicitation
+        return bool(elicitation and elicitation.form is not None)
 
     @property
     def can_write(self) -> bool:

@@ -44,6 +44,7 @@ from codexcore.protocol import (
     OverrideTurnContext,
     PatchApplyBegin,
     PatchApplyEnd,
+    RequestUserInput,
     ResumeSession,
     SandboxPolicy,
     SessionConfigured,
@@ -55,6 +56,7 @@ from codexcore.protocol import (
 )
 from codexcore.tools._safe_read import read_head
 
+from ._ask import Questions
 from ._map import ToolCallMapper, Update, message_chunk, terminal, thought_chunk
 from ._modes import CUSTOM_MODE, MODES_BY_ID, mode_of, mode_state, policies_of
 from ._permission import Permissions
@@ -114,6 +116,8 @@ class AcpSession:
         self.mcp_names = frozenset(servers)
         if agent.client_capabilities.terminal:
             config = attrs.evolve(config, command_runner=ClientTerminals(self).run)
+        # The model may ask the user only through a client that takes forms (:mod:`._ask`).
+        config = attrs.evolve(config, session=attrs.evolve(config.session, ask_user=agent.can_ask))
         self.codex = Codex(config, clients=agent.clients, threadsafe=False)
         self.id = ""
         self.cwd = cwd
@@ -121,6 +125,7 @@ class AcpSession:
         self.waiters: dict[str, _Waiter] = {}
         self.prompt: _Prompt | None = None
         self.permissions = Permissions(self)
+        self.questions = Questions(self)
         self.patches: dict[str, dict[str, FileChange]] = {}
         self.notices: list[str] = []
         self.asides: list[Update] = []  # warnings for the next prompt, beside its answer
@@ -253,6 +258,7 @@ class AcpSession:
             return
         prompt.cancelled = True
         self.permissions.withdraw()
+        self.questions.withdraw()
         await self.submit(Interrupt())
 
     # --- the pump ---------------------------------------------------------------
@@ -287,6 +293,9 @@ class AcpSession:
             return
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             await self.permissions.request(msg)
+            return
+        if isinstance(msg, RequestUserInput):
+            self.questions.request(msg)
             return
         if isinstance(msg, PatchApplyBegin):
             self.patches[msg.call_id] = msg.changes
@@ -363,6 +372,7 @@ class AcpSession:
     async def aclose(self) -> None:
         """Shut the engine down (killing its commands) and end the pump."""
         self.permissions.withdraw()
+        self.questions.withdraw()
         with contextlib.suppress(EngineClosed):
             await self.submit(Shutdown())
         if self._pump is not None:

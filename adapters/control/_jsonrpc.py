@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from codexcore.adapters.jsonrpc._machine import INVALID_PARAMS, RpcError
+
 from ._wire import (
     CONTENT_REF_SCHEMA,
     INTERRUPT_ACK,
@@ -32,6 +34,22 @@ if TYPE_CHECKING:
 
 
 _S, _I = STDIN_REQUEST_SCHEMA, INTERRUPT_REQUEST_SCHEMA
+_NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 256}
+_NAMES: dict[str, Any] = {"oneOf": [_NAME, {"type": "array", "items": _NAME, "maxItems": 16}]}
+_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+REGISTER_RESULT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "session_id": {"type": "string"},
+        "agent_id": {"type": "string"},
+        "names": {
+            "type": "object",
+            "properties": {"session_id": _LIST, "agent_id": _LIST},
+            "required": ["session_id", "agent_id"],
+        },
+    },
+    "required": ["session_id", "agent_id", "names"],
+}
 
 
 @attrs.frozen
@@ -81,10 +99,31 @@ class InterruptParams:
 async def _handle(ctx: RpcContext, params: dict[str, Any], kind: str) -> dict[str, Any]:
     if params.get("type", kind) != kind:
         detail = f"type: this method takes {kind!r}, got {str(params.get('type'))[:64]!r}"
-        return ack({**partial_envelope(params), "type": kind}, "rejected", detail)
+        fields = {**partial_envelope(params), "type": kind}
+        return ack(fields, "rejected", detail, error="invalid_request")
     from ._receiver import receiver
 
     return await receiver(ctx.host).handle({"type": kind, **params}, ctx.credential)
+
+
+@attrs.frozen
+class RegisterParams:
+    """``control.register``'s params: the names to know the connection's session by, each
+    a string or a list of them (``[]`` removes that kind; one left out keeps its names)."""
+
+    session_id: Any = attrs.field(default=None, metadata={"schema": _NAMES})
+    agent_id: Any = attrs.field(default=None, metadata={"schema": _NAMES})
+
+
+async def control_register(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
+    from ._names import register
+    from ._wire import Invalid
+
+    attachment = await ctx.session()
+    try:
+        return register(ctx.host, attachment.session, params)
+    except Invalid as exc:
+        raise RpcError(INVALID_PARAMS, exc.detail) from None
 
 
 async def control_stdin(ctx: RpcContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -96,7 +135,18 @@ async def control_interrupt(ctx: RpcContext, params: dict[str, Any]) -> dict[str
 
 
 def add_control_message_methods(table: MethodTable) -> None:
-    """Register ``control.stdin`` and ``control.interrupt`` in ``table``."""
+    """Register ``control.stdin``, ``control.interrupt`` and ``control.register`` in
+    ``table``."""
+    table.add(
+        "control.register",
+        control_register,
+        dict,
+        summary="ATM-style control: the names a sender knows this connection's session by "
+        "(session_id: the sender's view, agent_id: the worker's); result: its ids and names",
+        result=REGISTER_RESULT,
+        shapes=(RegisterParams,),
+        errors=(INVALID_PARAMS,),
+    )
     table.add(
         "control.stdin",
         control_stdin,

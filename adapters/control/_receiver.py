@@ -43,6 +43,7 @@ from codexcore.protocol import (
     UserInput,
 )
 
+from ._names import candidates, is_agent
 from ._store import PENDING, Audit, DedupeStore, Key, read_content_ref
 from ._wire import (
     ControlConfig,
@@ -65,16 +66,22 @@ if TYPE_CHECKING:
 log = get_logger("codexcore.control")
 
 _RUNNING = (State.RUNNING, State.STOPPING, State.PAUSING)
+AUDIT_FILE = "control-audit.jsonl"
+"""The audit file's name in the engine's home, where it is written by default."""
+
+_ERRORS: dict[str, str] = {"timeout": "ack_timeout", "not_live": "session_ended"}
+"""The ack's ``error`` for the results a submitted request can end in (``ok``: none)."""
 _CARRIED_OUT = ("ok", "timeout")
 """Results after which the input may have reached the engine: their keys are kept."""
 
 
 class Outcome(Exception):
-    """How a request ends before its input reaches the engine: ``result`` and ``detail``."""
+    """How a request ends before its input reaches the engine: ``result``, ``detail``
+    and the ack's ``error`` (a short code naming the failure)."""
 
-    def __init__(self, result: Result, detail: str) -> None:
+    def __init__(self, result: Result, detail: str, error: str) -> None:
         super().__init__(detail)
-        self.result, self.detail = result, detail
+        self.result, self.detail, self.error = result, detail, error
 
 
 class Watch:
@@ -131,7 +138,7 @@ class ControlReceiver:
     def __init__(self, host: SessionHost, config: ControlConfig) -> None:
         self.host = host
         self.config = config
-        self.audit = Audit(config.audit_file, verbose=config.verbose_messages, side="receiver")
+        self.audit = Audit(self._audit_path(), verbose=config.verbose_messages, side="receiver")
         self._store: DedupeStore | None = None
         self._watches: dict[HostedSession, Watch] = {}
         self._inflight: dict[Key, asyncio.Future[dict[str, Any]]] = {}
@@ -151,6 +158,15 @@ class ControlReceiver:
         home = self.host.engine_config.home
         return str((Path(home) if home else default_home()) / "control" / "dedupe.sqlite3")
 
+    def _audit_path(self) -> str | None:
+        """``audit_file``; by default ``control-audit.jsonl`` in the engine's home (none for
+        an ephemeral engine, which writes nothing); ``""``: no file."""
+        path = self.config.audit_file
+        if path is not None or self.host.engine_config.ephemeral:
+            return path or None
+        home = self.host.engine_config.home
+        return str((Path(home) if home else default_home()) / AUDIT_FILE)
+
     def close(self) -> None:
         for watch in self._watches.values():
             watch.close()
@@ -167,7 +183,7 @@ class ControlReceiver:
             request = parse_request(message, self.config)
         except Invalid as exc:
             fields = partial_envelope(message)
-            answer = ack(fields, "rejected", exc.detail)
+            answer = ack(fields, "rejected", exc.detail, error=exc.code)
             sender = partial_sender(message)
             self.audit.record("rejected", {**fields, "sender": sender, "detail": exc.detail})
             self.audit.record("ack", self._audit_fields(answer, sender))
@@ -179,7 +195,9 @@ class ControlReceiver:
             answer = await self._decide(request, credential)
         except Exception:
             log.exception("control request failed", request_id=envelope.request_id)
-            answer = ack(identity(envelope), "internal_error", "the receiver failed")
+            answer = ack(
+                identity(envelope), "internal_error", "the receiver failed", error="internal_error"
+            )
         self.audit.record("ack", self._audit_fields(answer, envelope.sender))
         return answer
 
@@ -199,15 +217,17 @@ class ControlReceiver:
     def _audit_fields(answer: dict[str, Any], sender: Any) -> dict[str, Any]:
         keep = ("type", "request_id", "team", "session_id", "agent_id", "result", "duplicate")
         fields = {name: answer.get(name) for name in keep}
-        return {**fields, "sender": sender, "detail": answer.get("detail")}
+        extra = {"detail": answer.get("detail"), "error": answer.get("error")}
+        return {**fields, "sender": sender, **extra}
 
     async def _decide(self, request: Request, credential: Credential) -> dict[str, Any]:
         envelope = request.envelope
         fields = identity(envelope)
         problem = self._authorise(request, credential) or self._replay_problem(request)
         if problem is not None:
-            self.audit.record("rejected", {**fields, "sender": envelope.sender, "detail": problem})
-            return ack(fields, "rejected", problem)
+            error, why = problem
+            self.audit.record("rejected", {**fields, "sender": envelope.sender, "detail": why})
+            return ack(fields, "rejected", why, error=error)
         key: Key = (envelope.team, envelope.session_id, envelope.agent_id, envelope.request_id)
         first = self._inflight.get(key)
         if first is not None:  # the same request, still being answered here
@@ -231,8 +251,8 @@ class ControlReceiver:
     def _duplicate(
         self, fields: dict[str, Any], sender: str, first: dict[str, Any]
     ) -> dict[str, Any]:
-        if first.get("result") not in (*_CARRIED_OUT, PENDING):
-            return ack(fields, first["result"], first.get("detail"))  # never carried out
+        if first.get("result") not in (*_CARRIED_OUT, PENDING):  # never carried out
+            return ack(fields, first["result"], first.get("detail"), error=first.get("error"))
         self.audit.record("duplicate", {**fields, "sender": sender, "result": "ok"})
         return ack(fields, "ok", first.get("detail"), duplicate=True)
 
@@ -248,31 +268,33 @@ class ControlReceiver:
             self.store.release(key)
             if exc.result == "rejected":
                 self.audit.record("rejected", {**fields, "detail": exc.detail})
-            return ack(fields, exc.result, exc.detail)
+            return ack(fields, exc.result, exc.detail, error=exc.error)
         except BaseException:
             self.store.release(key)
             raise
         self.store.finish(key, result, detail)
         if result == "timeout":
             self.audit.record("timeout", {**fields, "sender": request.envelope.sender})
-        return ack(fields, result, detail)
+        return ack(fields, result, detail, error=_ERRORS.get(result))
 
     # --- the rules ----------------------------------------------------------------------------
 
-    def _authorise(self, request: Request, credential: Credential) -> str | None:
-        """Why the sender may not send this (None: it may). Deny by default."""
+    def _authorise(self, request: Request, credential: Credential) -> tuple[str, str] | None:
+        """Why the sender may not send this, as (error, detail) (None: it may). Deny by
+        default."""
         config = self.config
         envelope = request.envelope
         if config.team is None:
-            return "unauthorised: this host accepts no control messages (no [control] team)"
-        sender = self._sender(envelope.sender, credential)
-        if sender is None:
-            return f"unauthorised: sender {envelope.sender!r} is unknown on this connection"
-        if envelope.team != config.team:
-            return f"unauthorised: team {envelope.team!r} is not this host's team"
-        if sender.team != envelope.team:
-            return f"unauthorised: sender {sender.name!r} is not in team {envelope.team!r}"
-        return None
+            why = "unauthorised: this host accepts no control messages (no [control] team)"
+        elif (sender := self._sender(envelope.sender, credential)) is None:
+            why = f"unauthorised: sender {envelope.sender!r} is unknown on this connection"
+        elif envelope.team != config.team:
+            why = f"unauthorised: team {envelope.team!r} is not this host's team"
+        elif sender.team != envelope.team:
+            why = f"unauthorised: sender {sender.name!r} is not in team {envelope.team!r}"
+        else:
+            return None
+        return "unauthorized", why
 
     def _sender(self, name: str, credential: Credential) -> ControlSender | None:
         """The configured sender ``name`` if the connection's credential is its own."""
@@ -287,34 +309,51 @@ class ControlReceiver:
                 return sender
         return None
 
-    def _replay_problem(self, request: Request) -> str | None:
+    def _replay_problem(self, request: Request) -> tuple[str, str] | None:
         age = (now_utc() - request.envelope.sent_at).total_seconds()
         if age > self.config.max_age:
-            return f"stale: sent_at is {age:.0f} s old, over the {self.config.max_age:g} s allowed"
-        if -age > self.config.max_skew:
+            limit = self.config.max_age
             return (
+                "stale_request",
+                f"stale: sent_at is {age:.0f} s old, over the {limit:g} s allowed",
+            )
+        if -age > self.config.max_skew:
+            return "clock_skew", (
                 f"sent_at is {-age:.0f} s in the future, beyond the allowed clock skew of "
                 f"{self.config.max_skew:g} s"
             )
         return None
 
     async def _target(self, request: Request) -> HostedSession:
+        """The live session the request names: by its ids or by the names it was given
+        (:mod:`._names`)."""
         envelope = request.envelope
-        hosted = self.host.session(envelope.session_id)
-        if hosted is None or hosted.ended or self.host.closing:
+        found = candidates(self.host, envelope.session_id)
+        live = [hosted for hosted in found if not hosted.ended and not self.host.closing]
+        if not live:
             # Off the loop: finding a recording globs the home's sessions.
             recorded = await asyncio.to_thread(self._recorded, envelope.session_id)
-            if hosted is not None or recorded is not None:
+            if found or recorded is not None:
                 agent = recorded or envelope.agent_id
-                if agent == envelope.agent_id:
-                    raise Outcome("not_live", f"session {envelope.session_id} is not live here")
-            raise Outcome("not_found", f"no session {envelope.session_id} with that agent")
-        if hosted.agent_id != envelope.agent_id:
+                if agent == envelope.agent_id or any(is_agent(h, envelope.agent_id) for h in found):
+                    raise Outcome(
+                        "not_live",
+                        f"session {envelope.session_id} is not live here",
+                        "session_not_live",
+                    )
             raise Outcome(
                 "not_found",
-                f"session {envelope.session_id}'s agent is not {envelope.agent_id!r}",
+                f"no session {envelope.session_id} with that agent",
+                "session_not_found",
             )
-        return hosted
+        for hosted in live:
+            if is_agent(hosted, envelope.agent_id):
+                return hosted
+        raise Outcome(
+            "not_found",
+            f"session {envelope.session_id}'s agent is not {envelope.agent_id!r}",
+            "agent_not_found",
+        )
 
     def _recorded(self, session_id: str) -> str | None:
         """The agent of a session recorded in this host's home, if there is one."""
@@ -339,7 +378,7 @@ class ControlReceiver:
                     config.max_ref_bytes,
                 )
             except Invalid as exc:
-                raise Outcome("rejected", exc.detail) from None
+                raise Outcome("rejected", exc.detail, "content_ref_invalid") from None
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > self.config.soft_limit_bytes:
             log.warning(
@@ -399,6 +438,7 @@ class ControlReceiver:
                 "busy",
                 f"the session has {watch.pending} control inputs pending "
                 f"(its limit is {self.config.max_pending})",
+                "too_many_pending",
             )
         return watch
 
@@ -411,10 +451,10 @@ class ControlReceiver:
                     await hosted.codex.enqueue(sub)
         except TimeoutError:
             confirmed.cancel()
-            raise Outcome("busy", "the session's submission queue is full") from None
+            raise Outcome("busy", "the session's submission queue is full", "queue_full") from None
         except EngineClosed:
             confirmed.cancel()
-            raise Outcome("not_live", "the session is shutting down") from None
+            raise Outcome("not_live", "the session is shutting down", "session_not_live") from None
 
     async def _confirm(
         self, done: asyncio.Future[None], detail: str, key: Key

@@ -214,11 +214,46 @@ def _charset(mime: str) -> str | None:
 AUDIT_FIELDS = ("request_id", "team", "session_id", "agent_id", "sender", "result", "duplicate")
 
 
+def open_audit_file(path: str) -> int:
+    """``path`` opened to append, created 0600 if missing; raises :class:`OSError`.
+
+    Never follows a symlink planted at ``path`` (``O_NOFOLLOW``: the records
+    would be appended to whatever it points at), and refuses anything but a
+    regular file of this user's with one link (a hard link to another file, a
+    FIFO that would block the server); an existing file's wider mode is narrowed
+    to 0600.
+    """
+    _private_parent(Path(path))
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "it is a symlink (not followed)") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_uid != os.getuid():
+            raise OSError(errno.EPERM, "owned by another user")
+        if info.st_nlink != 1:
+            raise OSError(errno.EMLINK, "it has other hard links")
+        if stat.S_IMODE(info.st_mode) != 0o600:
+            os.fchmod(fd, 0o600)
+        os.set_blocking(fd, True)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 class Audit:
     """One record per request, ack, retry, duplicate, rejection and timeout.
 
-    Each goes to structlog (stderr) as ``control <step>`` and, with ``path``,
-    as a JSON line appended to that file (mode 0600). ``verbose``: records of
+    Each goes to structlog (stderr, level info) as ``control <step>`` and, with
+    ``path``, as a JSON line appended to that file (mode 0600, opened by
+    :func:`open_audit_file`; a file it refuses is said in the log, once). ``verbose``: records of
     requests carry the message text (``content``); otherwise never.
     """
 
@@ -226,9 +261,12 @@ class Audit:
         self.verbose = verbose
         self.side = side
         self._fd: int | None = None
-        if path is not None:
-            _private_parent(Path(path))
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if path:  # None or "": the log only
+            try:
+                self._fd = open_audit_file(path)
+            except OSError as exc:
+                # The records still go to the log; the file is not written anywhere else.
+                log.error("control audit file refused", path=path, why=str(exc))
 
     def record(self, step: str, fields: dict[str, Any], *, text: str | None = None) -> None:
         entry = {name: fields.get(name) for name in AUDIT_FIELDS}

@@ -50,11 +50,12 @@ MAX_ID_LENGTH = 256
 
 
 class Invalid(Exception):
-    """A request broke a rule; ``detail`` names it (the ack's ``detail``)."""
+    """A request broke a rule; ``detail`` names it (the ack's ``detail``), ``code`` is the
+    ack's ``error``."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, code: str = "invalid_request") -> None:
         super().__init__(detail)
-        self.detail = detail
+        self.detail, self.code = detail, code
 
 
 # --- the envelopes ---------------------------------------------------------------------------
@@ -248,7 +249,8 @@ def _check_inline(content: str, codec: str, config: ControlConfig) -> None:
     if size > config.hard_limit_bytes:
         raise Invalid(
             f"content: {size} bytes is over the hard limit of {config.hard_limit_bytes} "
-            "bytes; send it as content_ref"
+            "bytes; send it as content_ref",
+            "content_too_large",
         )
 
 

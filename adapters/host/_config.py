@@ -7,6 +7,7 @@ applies it is :mod:`._host`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -54,6 +55,9 @@ class HostConfig(Value):
     ``tui_theme`` is the theme a Codelia UI is told (``initialize``'s ``tui.theme``)
     and ``config_file`` the ``config.toml`` its ``theme.set`` writes (None: it is not
     written).
+    ``session_names``: names (by kind) every session this host makes is given
+    at once (:meth:`SessionHost.name_session`): a one-session host's names, from
+    ``--agent-id`` and ``--session-alias``.
     """
 
     engine: EngineConfig = attrs.field(factory=host_engine_config)
@@ -75,3 +79,4 @@ class HostConfig(Value):
     ``customize`` (None: the one shipped in the package; the ``chat_prompts`` setting)."""
     tui_theme: str | None = None
     config_file: str | None = None
+    session_names: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)

@@ -43,8 +43,10 @@ class ControlConfig(Value):
     capability says so. ``allowed_content_dirs`` empty: ``content_ref`` is
     refused. ``store_path`` is the durable dedupe store (None: under the
     engine's home, ``control/dedupe.sqlite3``; ``":memory:"``: in memory, lost on
-    restart). ``audit_file``: a JSONL file that gets every audit record besides
-    the log. ``verbose_messages``: audit records carry the message text.
+    restart). ``audit_file``: the JSONL file that gets every audit record besides
+    the log (None: ``control-audit.jsonl`` in the engine's home, unless the engine
+    is ephemeral; ``""``: none). ``verbose_messages``: audit records carry the
+    message text. :meth:`line_bytes`: how long a control request's line may be.
     """
 
     team: str | None = None
@@ -72,6 +74,16 @@ class ControlConfig(Value):
             content_ref=usable and bool(self.allowed_content_dirs),
             max_inline_bytes=self.hard_limit_bytes,
         )
+
+    def line_bytes(self, max_line_bytes: int) -> int:
+        """The longest line read when it is a control request, beside ``max_line_bytes``
+        for any other: room for inline content at the hard limit, JSON-escaped (twice
+        its bytes) in its envelope, so that content over the limit is read and gets
+        its ``rejected`` ack (with its ``request_id``) rather than a line error. Only a
+        host that takes control messages (a ``team``) reads longer lines."""
+        if self.team is None:
+            return max_line_bytes
+        return max(max_line_bytes, 2 * self.hard_limit_bytes + 64 * KiB)
 
     def tokens(self) -> tuple[str, ...]:
         return tuple(sender.token for sender in self.senders if sender.token)

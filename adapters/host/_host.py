@@ -29,7 +29,8 @@ public names):
   first one (a stdio server never does).
 - here: the host itself: sessions by id (created, attached to, reattached
   with replay, opened from an :class:`EngineSource`, renamed after a resume
-  or a fork), connections and tokens, the pumps, the idle sweeper, closing.
+  or a fork) and by the names others give them (:meth:`SessionHost.name_session`),
+  connections and tokens, the pumps, the idle sweeper, closing.
 
 A session with no attachment and no new event for ``idle_timeout`` seconds is
 shut down by a sweeper. Closing the host shuts every session down, so each
@@ -160,6 +161,7 @@ class SessionHost:
         self._pool = ModelClientPool(self.engine_config, transport=transport, shards=16)
         self._sessions: dict[str, HostedSession] = {}
         self._aliases: dict[str, HostedSession] = {}
+        self._named: dict[tuple[str, str], list[HostedSession]] = {}
         self._idle: dict[str, HostedSession] = {}
         self._pumps: set[asyncio.Task[None]] = set()
         self._connections = 0
@@ -234,6 +236,38 @@ class SessionHost:
         """The live session known by ``session_id``: its id, or one it had before a
         ``resume_session`` or ``fork_session`` gave it the engine's new one."""
         return self._sessions.get(session_id) or self._aliases.get(session_id)
+
+    def name_session(self, session: HostedSession, kind: str, names: Sequence[str]) -> None:
+        """Give ``session`` the ``names`` of ``kind``, in place of those it had of that kind.
+
+        Names are how others know a session beside its ids (ATM-style control
+        messages name a session by the sender's ``session_id`` and the worker's
+        ``agent_id``); what a kind means is the business of whoever reads it
+        (:meth:`named`). One name may be several sessions'. A session's names go
+        with it when it ends.
+        """
+        self._unindex(session, kind)
+        unique = tuple(dict.fromkeys(names))
+        if unique:
+            session.names[kind] = unique
+        else:
+            session.names.pop(kind, None)
+        if self._sessions.get(session.id) is not session:
+            return  # ended: findable by no name
+        for name in unique:
+            self._named.setdefault((kind, name), []).append(session)
+
+    def _unindex(self, session: HostedSession, kind: str) -> None:
+        for name in session.names.get(kind, ()):
+            holders = self._named.get((kind, name), [])
+            if session in holders:
+                holders.remove(session)
+            if not holders:
+                self._named.pop((kind, name), None)
+
+    def named(self, kind: str, name: str) -> list[HostedSession]:
+        """The live sessions that have ``name`` among their names of ``kind``."""
+        return list(self._named.get((kind, name), ()))
 
     def open_connection(self) -> None:
         """Count a new connection in, or refuse it (``too_many_connections``, ``shutting_down``)."""
@@ -401,6 +435,8 @@ class SessionHost:
             # that cancels it before its shutdown handler exists, and the stream never ends.
             await asyncio.sleep(0)
         session = self._host_session(session_id, codex, ())
+        for kind, names in self.config.session_names.items():
+            self.name_session(session, kind, names)
         for callback in self._on_new_session:
             try:
                 callback(session.id)
@@ -470,6 +506,8 @@ class SessionHost:
         for alias in session.aliases:
             if self._aliases.get(alias) is session:
                 del self._aliases[alias]
+        for kind in session.names:
+            self._unindex(session, kind)
         self._idle.pop(session.id, None)
 
     def _rename(self, session: HostedSession, new_id: str) -> None:

@@ -77,6 +77,7 @@ class HostedSession:
         "id",
         "idle_since",
         "last_event",
+        "names",
         "next_seq",
         "observers",
         "on_end",
@@ -92,6 +93,7 @@ class HostedSession:
         self._host = host
         self.id = session_id
         self.aliases: list[str] = []  # ids it had before a resume or fork renamed it
+        self.names: dict[str, tuple[str, ...]] = {}  # see SessionHost.name_session()
         self.codex = codex
         self.ring: collections.deque[Out] = collections.deque()
         self.ring_bytes = 0

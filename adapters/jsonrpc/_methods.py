@@ -563,7 +563,7 @@ STANDARD_GROUPS: tuple[MethodGroup, ...] = (
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.control._jsonrpc", "add_control_message_methods"),
-        ("control.stdin", "control.interrupt"),
+        ("control.stdin", "control.interrupt", "control.register"),
     ),
     MethodGroup(
         _registered_by("codexcore.adapters.jsonrpc.codelia._account", "add_account_methods"),

@@ -25,6 +25,7 @@ import attrs
 import orjson
 
 from codexcore._logging import get_logger
+from codexcore.adapters.control._lines import control_lines
 from codexcore.adapters.host._host import (
     Attachment,
     Frame,
@@ -180,7 +181,7 @@ async def serve_stdio_session(
     """
     attachment = await host.attach(token=None, lossless=True)
     if lines is None:
-        lines = Lines(conduit, host.config.max_line_bytes)
+        lines = control_lines(conduit, host.config)
         first = await lines.next_nonblank()
     welcome: Welcome | None = None
     if first is not None and not isinstance(first, LineTooLong):
@@ -296,7 +297,7 @@ class _Controls:
             from codexcore.adapters.control._wire import ack, partial_envelope
 
             detail = f"this connection has {len(self.running)} control requests in flight"
-            answer = ack(partial_envelope(value), "busy", detail)
+            answer = ack(partial_envelope(value), "busy", detail, error="too_many_in_flight")
             self.attachment.reply(orjson.dumps(answer))
             return True
         task = asyncio.create_task(self._answer(value))
@@ -305,10 +306,30 @@ class _Controls:
         return True
 
     async def _answer(self, value: dict[str, Any]) -> None:
+        if value.get("type") == "control.register":
+            self.attachment.reply(orjson.dumps(self._register(value)))
+            return
         from codexcore.adapters.control._receiver import receiver
 
         answer = await receiver(self.attachment.session.host).handle(value, self.credential)
         self.attachment.reply(orjson.dumps(answer))
+
+    def _register(self, value: dict[str, Any]) -> dict[str, Any]:
+        """``control.register``: names for this connection's session, if it controls it."""
+        from codexcore.adapters.control._names import register
+        from codexcore.adapters.control._wire import Invalid
+
+        echo = {"id": value["id"]} if isinstance(value.get("id"), str) else {}
+        if not self.attachment.controller:
+            problem = "only the connection in control of the session names it"
+            return {"type": "control.register.refused", **echo, "error": problem}
+        session = self.attachment.session
+        fields = {k: v for k, v in value.items() if k in ("session_id", "agent_id")}
+        try:
+            names = register(session.host, session, fields)
+        except Invalid as exc:
+            return {"type": "control.register.refused", **echo, "error": exc.detail}
+        return {"type": "control.registered", **echo, **names}
 
 
 async def _handle(attachment: Attachment, item: Item, limit: int) -> None:

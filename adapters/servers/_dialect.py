@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import orjson
 
+from codexcore.adapters.control._lines import control_lines
 from codexcore.adapters.host._host import HostRefusal, SessionHost
 from codexcore.adapters.jsonrpc._options import RpcOptions
 from codexcore.adapters.native._native import refuse, serve_connection, serve_stdio_session
@@ -164,7 +165,7 @@ async def serve_socket(
                 protocol, conduit, HostRefusal("unauthorized", peer_problem), config.stuck_timeout
             )
             return
-        lines = Lines(conduit, config.max_line_bytes)
+        lines = control_lines(conduit, config)
         try:
             async with asyncio.timeout(config.handshake_timeout):
                 first = await lines.next_nonblank()
@@ -212,7 +213,7 @@ async def serve_stdio_conduit(
     credential = credential or Credential("stdio")
     if dialects.protocol == "native":
         return await serve_stdio_session(host, conduit, credential=credential)
-    lines = Lines(conduit, host.config.max_line_bytes)
+    lines = control_lines(conduit, host.config)
     reading = asyncio.create_task(lines.next_nonblank())
     closing = asyncio.create_task(host.wait_closing())
     try:

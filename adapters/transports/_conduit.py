@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Protocol
 
 from ._framing import Item, LineReader, LineTooLong, is_blank
@@ -46,11 +47,26 @@ class Conduit(Protocol):
 
 
 class Lines:
-    """The lines of a conduit, one at a time, through a bounded :class:`LineReader`."""
+    """The lines of a conduit, one at a time, through a bounded :class:`LineReader`.
 
-    def __init__(self, conduit: Conduit, limit: int) -> None:
+    Lines are ``limit`` bytes at most, except those ``admit`` takes, which may be
+    up to ``wide`` bytes (a dialect's few messages that carry a payload of a known
+    larger bound): the reader holds up to ``wide`` bytes, and a longer line that
+    ``admit`` refuses is a :class:`LineTooLong` of ``limit``.
+    """
+
+    def __init__(
+        self,
+        conduit: Conduit,
+        limit: int,
+        *,
+        wide: int = 0,
+        admit: Callable[[bytes], bool] | None = None,
+    ) -> None:
         self._conduit = conduit
-        self._reader = LineReader(limit)
+        self._limit = limit
+        self._admit = admit if wide > limit else None
+        self._reader = LineReader(wide if self._admit is not None else limit)
         self._pending: list[Item] = []
         self._eof = False
 
@@ -66,7 +82,12 @@ class Lines:
                 self._eof = True
                 self._pending = self._reader.finish()
             self._pending.reverse()
-        return self._pending.pop()
+        item = self._pending.pop()
+        if self._admit is not None and (
+            isinstance(item, LineTooLong) or (len(item) > self._limit and not self._admit(item))
+        ):
+            return LineTooLong(self._limit)
+        return item
 
     async def next_nonblank(self) -> Item | None:
         while True:

@@ -124,6 +124,9 @@ exit codes: 0 task complete, 1 error, 2 usage or configuration (no key included)
         help="a JSON Schema (an object schema) the final answer must follow; "
         "the answer is printed alone, as JSON, on stdout",
     )
+    from ._control_names import add_name_arguments
+
+    add_name_arguments(parser, "this session, with --control-socket")
     add_settings_arguments(parser)
     add_codex_arguments(parser)
     parser.set_defaults(run=run)
@@ -161,6 +164,20 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.fork and "@" not in args.fork:
         print("codexcore exec: --fork takes SESSION@RESPONSE_ID", file=sys.stderr)
+        return EXIT_USAGE
+    if (args.agent_id or args.session_alias) and args.control_socket is None:
+        print(
+            "codexcore exec: --agent-id and --session-alias name the session for control "
+            "messages, which reach it on --control-socket",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
+        from ._control_names import session_names
+
+        session_names(args)
+    except ValueError as exc:
+        print(f"codexcore exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         args.output_schema = read_output_schema(args.output_schema)
@@ -309,8 +326,14 @@ class _ExecRun:
         from ..adapters.host._host import HostConfig, SessionHost
         from ..adapters.session_sockets import SessionSockets, default_directory
         from ..config import default_home
+        from ._control import host_control_config
+        from ._control_names import session_names
 
-        host = SessionHost(HostConfig(engine=self.config))
+        # The session socket also takes ATM-style control messages: [control]'s rules,
+        # and the names --agent-id and --session-alias give the session.
+        control = host_control_config(self.loaded.settings.control, os.environ)
+        names = session_names(self.args)
+        host = SessionHost(HostConfig(engine=self.config, control=control, session_names=names))
         await host.start()
         sockets = SessionSockets(host, default_directory(self.config.home or default_home()))
         try:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import SUMMARIES, plain
+from ._control_names import add_name_arguments
 from ._io_threads import EXIT_GRACE, release_io_threads, use_io_threads
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ def register(subparsers: Any) -> None:
     sessions.add_argument(
         "--ephemeral", action="store_true", help="record no session (nothing is written)"
     )
+    add_name_arguments(sessions, "with --stdio, its session")
     from ._serve_redis import add_arguments as add_redis_arguments
 
     add_redis_arguments(parser)
@@ -196,6 +198,12 @@ def run(args: argparse.Namespace) -> int:
 
     _import_serving_code()
     imports_done()  # a server runs for long: the collector must run too
+    if (args.agent_id or args.session_alias) and (not args.stdio or args.redis):
+        _say(
+            "--agent-id and --session-alias name the one session of --stdio; on sockets a "
+            "client names its own session (control.register, docs/control.md)"
+        )
+        return 2
     if args.redis:
         from ._serve_redis import run_redis
 
@@ -235,6 +243,7 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
     from ..adapters.host._host import ENGINE_EVENT_QUEUE, HostConfig
     from ..config import load_settings
     from ._control import host_control_config
+    from ._control_names import session_names
     from ._options import settings_overrides
 
     overrides: dict[str, str] = {"model": args.model} if args.model else {}
@@ -264,6 +273,7 @@ def _config(args: argparse.Namespace, token: str | None) -> HostConfig:
         chat_prompts=loaded.settings.chat_prompts,
         tui_theme=loaded.settings.tui_theme,
         config_file=loaded.path,
+        session_names=session_names(args),
     )
 
 
