@@ -12,6 +12,7 @@ from websockets.exceptions import InvalidStatus
 
 from codexcore.testing import ScriptedModel, ScriptedResponsesServer
 
+from .app_server_helpers import Schema, generate_schema
 from .server_helpers import PY, ServerProcess, server_env
 from .websocket_helpers import WsClient
 
@@ -23,6 +24,21 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"clientInfo": {"name": "t", "version": "1"}},
 }
+
+
+@pytest.fixture(scope="session")
+def schema(tmp_path_factory: pytest.TempPathFactory) -> Schema:
+    """The pinned Codex CLI's schema, which every answer here must satisfy."""
+    return generate_schema(tmp_path_factory.mktemp("codex-app-server-schema"))
+
+
+async def initialized(client: WsClient, schema: Schema) -> dict[str, object]:
+    """``initialize`` over ``client``: the answer, checked against Codex's schema."""
+    await client.send(INITIALIZE)
+    answer = await client.recv()
+    assert answer is not None
+    schema.check(answer, lambda _: "initialize")
+    return answer
 
 
 async def app_server(cwd: Path, base_url: str, *args: str) -> ServerProcess:
@@ -55,7 +71,9 @@ async def test_a_door_that_cannot_be_kept_is_refused_before_listening(
     assert any(says in line for line in server.stderr), server.stderr
 
 
-async def test_beyond_loopback_only_the_capability_token_opens(tmp_path: Path) -> None:
+async def test_beyond_loopback_only_the_capability_token_opens(
+    tmp_path: Path, schema: Schema
+) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     os.chmod(token_file, 0o600)
@@ -77,17 +95,14 @@ async def test_beyond_loopback_only_the_capability_token_opens(tmp_path: Path) -
                     await WsClient.open(url, token=token)
                 assert refused.value.response.status_code == 401
             client = await WsClient.open(url, token=TOKEN)
-            await client.send(INITIALIZE)
-            answer = await client.recv()
-            assert answer is not None
+            answer = await initialized(client, schema)
             assert answer["id"] == 0
-            assert "userAgent" in answer["result"]
             await client.close()
         finally:
             await server.kill()
 
 
-async def test_a_foreign_page_cannot_open_the_socket(tmp_path: Path) -> None:
+async def test_a_foreign_page_cannot_open_the_socket(tmp_path: Path, schema: Schema) -> None:
     async with ScriptedResponsesServer(ScriptedModel([])) as http:
         allowed = "https://ui.example.com"
         server = await app_server(
@@ -99,20 +114,20 @@ async def test_a_foreign_page_cannot_open_the_socket(tmp_path: Path) -> None:
                 await WsClient.open(url, origin="https://evil.example")
             assert refused.value.response.status_code == 403
             client = await WsClient.open(url, origin=allowed)
-            await client.send(INITIALIZE)
-            assert (await client.recv() or {}).get("id") == 0
+            assert (await initialized(client, schema))["id"] == 0
             await client.close()
         finally:
             await server.kill()
 
 
-async def test_sigterm_ends_the_server_with_clients_connected(tmp_path: Path) -> None:
+async def test_sigterm_ends_the_server_with_clients_connected(
+    tmp_path: Path, schema: Schema
+) -> None:
     async with ScriptedResponsesServer(ScriptedModel([])) as http:
         server = await app_server(tmp_path, http.base_url, "--listen", "ws://127.0.0.1:0")
         url = await listening_url(server)
         client = await WsClient.open(url)
-        await client.send(INITIALIZE)
-        assert (await client.recv() or {}).get("id") == 0
+        assert (await initialized(client, schema))["id"] == 0
         assert server.process is not None
         server.process.terminate()
         assert await server.wait_exit() == 0
