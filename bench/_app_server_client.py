@@ -129,8 +129,8 @@ class Client:
         if request["method"] in APPROVALS:
             await self.link.send({"id": request["id"], "result": {"decision": "accept"}})
             return 1
-        await self.link.send({"id": request["id"], "error": {
-            "code": -32601, "message": f"the bench does not answer {request['method']}"}})  # fmt: skip
+        declined = {"code": -32601, "message": f"the bench does not answer {request['method']}"}
+        await self.link.send({"id": request["id"], "error": declined})
         return 0
 
 
@@ -168,9 +168,7 @@ async def over_stdio(argv: list[str], env: dict[str, str], cwd: Path) -> AsyncIt
 
 
 @asynccontextmanager
-async def over_websocket(
-    argv: list[str], env: dict[str, str], cwd: Path
-) -> AsyncIterator[Spawned]:
+async def over_websocket(argv: list[str], env: dict[str, str], cwd: Path) -> AsyncIterator[Spawned]:
     """The server listening on a loopback port (it prints ``listening on ws://...``)."""
     from websockets.asyncio.client import connect
 
@@ -206,7 +204,8 @@ async def _listening_url(process: asyncio.subprocess.Process) -> str:
                 asyncio.get_running_loop().create_task(_drain(stderr))
                 return match[1].decode()
     tail = b"".join(said[-20:]).decode(errors="replace")
-    raise ServerGone(f"the server did not say where it listens (exit {process.returncode}):\n{tail}")
+    code = process.returncode
+    raise ServerGone(f"the server did not say where it listens (exit {code}):\n{tail}")
 
 
 async def _drain(stream: asyncio.StreamReader) -> None:

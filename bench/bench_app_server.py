@@ -39,11 +39,11 @@ from typing import Any
 
 from _app_server_client import DELTA, Client, ServerGone, Spawned, over_stdio, over_websocket
 from _app_server_servers import (
-    SERVERS,
     DELTAS,
+    SERVERS,
     STREAM_MARK,
-    model_server,
     Server,
+    model_server,
     prompt,
     sampled,
     scratch,
