@@ -1,203 +1,285 @@
-"""codexcore's ``app-server`` against the real ``codex app-server`` (the pinned Codex CLI):
-the same client, the same scripted model, the same machine, alternating runs.
+"""The app-server protocol, codexcore's ``app-server`` beside the real ``codex app-server``.
 
-One client (here) drives each server over stdio through a thread of ``--turns`` Turns
-(every fifth runs ``echo hello`` first), exactly as Codex's protocol has it:
-``initialize``, ``thread/start``, then ``turn/start`` and reading until
-``turn/completed``. Measured per Turn: the wall from ``turn/start`` sent to
-``turn/completed`` read, less the scripted model's own time (the time beyond the
-model); the process tree's peak memory (Pss, sampled between Turns); and the
-messages the server sent per second of Turn wall (events/s).
+The same client (``_app_server_client.py``: JSON-RPC in this process, over stdio and over
+WebSocket), the same scripted model (``_vs_codex_model.py``'s, on a thread of this
+process, adding up its own answering time), the same machine, runs alternating between
+the servers and rotating their order round by round. For every server of
+``_app_server_servers.SERVERS``:
 
-Run: ``python bench/bench_app_server.py [--quick] [--turns N] [--sessions N]``
-(Linux; npm installs the Codex CLI into bench/.codex-cli on first use).
+- per Turn beyond the model: a 20-turn thread over stdio (every fifth Turn runs ``echo
+  hello``: two model requests; the others one answer), from the first ``turn/start`` to
+  the last ``turn/completed``, less the model's share, divided by 20;
+- tree peak memory: the server's process and its children, sampled every 2 ms through
+  the same thread and a streaming Turn (untimed runs of their own);
+- events/s: the notifications a Turn brings, per second from ``turn/start`` to
+  ``turn/completed``, the model streaming its answer in 2000 deltas;
+- the same 20-turn thread over WebSocket (``--listen ws://127.0.0.1:0``), its Turns/s
+  over the stdio thread's, round by round;
+- the bare floor in the same run: the round trip of a small line through ``cat`` on a
+  pipe pair and through a ``websockets`` echo server (``bench_websocket.py``'s).
+
+Goals (issue 30): per Turn beyond the model ≤ 0.1x Codex's, tree peak memory ≤ 0.25x,
+events/s ≥ 1.0x, the WebSocket thread ≥ 0.9x of stdio's. A server that cannot run here
+(``codexcore app-server`` before it exists) is said so, and the others are measured.
+
+Run ``.venv/bin/python bench/bench_app_server.py`` (``--quick`` for a few-second run,
+``--rounds N``; ``--no-install`` to not install the pinned Codex CLI when missing).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import asyncio
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import Table, fmt_mib, fmt_ms, machine_info, median, percentile
-from _installed import ensure_installed
-from _vs_codex_cli import (
-    CLI_DIR,
-    CODEX_HOME,
-    CODEX_VERSION,
-    MODEL,
-    ignore_all,
-    install_codex,
-    write_codex_home,
+from _app_server_client import DELTA, Client, ServerGone, Spawned, over_stdio, over_websocket
+from _app_server_servers import (
+    DELTAS,
+    SERVERS,
+    STREAM_MARK,
+    Server,
+    model_server,
+    prompt,
+    sampled,
+    scratch,
+    thread_params,
 )
-from _vs_codex_model import scripted_server
-from _vs_codex_procs import CODEXCORE, Runner, alternate, cpu_seconds
-from _vs_codex_sessions import Session, SessionDriver, StdioPeer, _prompt
+from _common import Table, fmt_mib, fmt_ms, fmt_ratio, fmt_us, header, verdict
+from _vs_codex_cli import CLI_DIR, CODEX_VERSION, install_codex
+from _vs_codex_model import TimedServer
+from bench_websocket import pipe_echo_rtt, ws_echo_rtt
+
+TURNS = 20
+WS_ARGS = ["--listen", "ws://127.0.0.1:0"]
+GOALS = {"beyond": 0.1, "memory": 0.25, "events": 1.0, "ws": 0.9}
 
 
 @dataclass
-class Counted:
-    session: Session
-    messages: int = 0  # messages the server sent during the Turns
+class Thread:
+    wall: float  # the Turns, first turn/start sent to last turn/completed read
+    model: float  # the scripted model's share of it
+    turns: int
+    approvals: int
+
+    @property
+    def beyond_per_turn(self) -> float:
+        return (self.wall - self.model) / self.turns
+
+
+@dataclass
+class Events:
+    notifications: int
+    deltas: int
+    seconds: float
 
     @property
     def rate(self) -> float:
-        wall = sum(turn.wall for turn in self.session.turns)
-        return self.messages / wall if wall else 0.0
+        return self.notifications / self.seconds
 
 
-class AppServerDriver(SessionDriver):
-    """One client for both servers: the app-server protocol as Codex defines it."""
+class Bench:
+    """The runs of one benchmark: one scripted model, a scratch folder per server."""
 
-    def drive(self, name: str, argv: list[str], env: dict[str, str], turns: int) -> Counted:
-        runner = self.runner
-        counted = Counted(Session(name))
-        session = counted.session
-        with tempfile.TemporaryFile() as err:
-            peer = StdioPeer(argv, env, runner.workdir, err)
-            ids = iter(range(1, 1_000_000))
+    def __init__(self, http: TimedServer, root: Path, turns: int) -> None:
+        self.http = http
+        self.root = root
+        self.turns = turns
+        self.workdir = root / "work"
+        self.workdir.mkdir()
 
-            def request(method: str, params: dict[str, Any]) -> int:
-                request_id = next(ids)
-                peer.send({"id": request_id, "method": method, "params": params})
-                return request_id
+    def _env(self, server: Server) -> dict[str, str]:
+        return server.env(self.http.base_url, self.root / server.name)
 
-            def answer(request_id: int) -> dict[str, Any]:
-                reply = peer.read_until(lambda m: m.get("id") == request_id and "method" not in m)
-                if "error" in reply[-1]:
-                    raise RuntimeError(f"{name}: {reply[-1]['error']}")
-                result: dict[str, Any] = reply[-1]["result"]
-                return result
+    async def _open(self, spawned: Spawned) -> tuple[Client, str]:
+        client = spawned.client
+        await client.initialize()
+        return client, await client.start_thread(thread_params(self.workdir))
 
-            answer(request("initialize", {"clientInfo": {"name": "bench", "version": "0"}}))
-            peer.send({"method": "initialized"})
-            started = answer(
-                request(
-                    "thread/start",
-                    {
-                        "model": MODEL,
-                        "cwd": str(runner.workdir),
-                        "approvalPolicy": "never",
-                        "sandbox": "danger-full-access",
-                    },
-                )
-            )
-            thread_id = started["thread"]["id"]
-            session.startup = time.perf_counter() - peer.began
-            session.startup_cpu = cpu_seconds(peer.proc.pid)
-            for number in range(1, turns + 1):
+    async def _thread(self, client: Client, thread: str) -> Thread:
+        busy0, _ = self.http.snapshot()
+        approvals = 0
+        first = last = 0.0
+        for turn in range(1, self.turns + 1):
+            seen = await client.turn(thread, prompt(turn))
+            first = first or seen.began
+            last = seen.ended
+            approvals += seen.approvals
+        busy1, _ = self.http.snapshot()
+        return Thread(last - first, busy1 - busy0, self.turns, approvals)
 
-                def send(number: int = number) -> None:
-                    items = [{"type": "text", "text": _prompt(number)}]
-                    request("turn/start", {"threadId": thread_id, "input": items})
+    async def stdio_thread(self, server: Server) -> Thread:
+        async with over_stdio(server.argv(), self._env(server), self.workdir) as spawned:
+            return await self._thread(*await self._open(spawned))
 
-                def wait() -> bool:
-                    read = peer.read_until(
-                        lambda m: (
-                            m.get("method") == "turn/completed" or ("method" in m and "id" in m)
-                        )
-                    )
-                    counted.messages += len(read)
-                    status = read[-1].get("params", {}).get("turn", {}).get("status")
-                    return read[-1].get("method") == "turn/completed" and status == "completed"
+    async def ws_thread(self, server: Server) -> Thread:
+        argv = [*server.argv(), *WS_ARGS]
+        async with over_websocket(argv, self._env(server), self.workdir) as spawned:
+            return await self._thread(*await self._open(spawned))
 
-                self._turn(session, peer, number, send, wait)
-            self._close(session, peer)
-        return counted
+    async def events(self, server: Server) -> Events:
+        async with over_stdio(server.argv(), self._env(server), self.workdir) as spawned:
+            client, thread = await self._open(spawned)
+            seen = await client.turn(thread, f"Please {STREAM_MARK}.")
+            return Events(seen.notifications, seen.methods.get(DELTA, 0), seen.ended - seen.began)
+
+    async def memory(self, server: Server) -> int:
+        """The tree's peak (summed Pss) through the stdio thread and a streaming Turn."""
+        async with over_stdio(server.argv(), self._env(server), self.workdir) as spawned:
+            with sampled(spawned.process.pid) as memory:
+                client, thread = await self._open(spawned)
+                await self._thread(client, thread)
+                await client.turn(thread, f"Please {STREAM_MARK}.")
+            return memory.peak
 
 
-def compare(runner: Runner, turns: int, count: int) -> tuple[Table, list[str]]:
-    driver = AppServerDriver(runner)
-    sides = {
-        "codexcore": (
-            "`codexcore app-server`",
-            [str(CODEXCORE), "app-server"],
-            runner.codexcore_env,
-        ),
-        "codex": ("`codex app-server`", [str(runner.codex), "app-server"], runner.codex_env),
+# --- the run --------------------------------------------------------------------------------
+
+
+async def measure(servers: list[Server], rounds: int, turns: int, echoes: int) -> dict[str, Any]:
+    results: dict[str, list[Any]] = {}
+    with model_server() as (http, model), scratch() as root:
+        bench = Bench(http, root, turns)
+        runs: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+            ("pipe echo", lambda: pipe_echo_rtt(echoes)),
+            ("ws echo", lambda: ws_echo_rtt(echoes)),
+        ]
+        for server in servers:
+            runs += [
+                (f"{server.name} stdio", lambda s=server: bench.stdio_thread(s)),
+                (f"{server.name} ws", lambda s=server: bench.ws_thread(s)),
+                (f"{server.name} events", lambda s=server: bench.events(s)),
+                (f"{server.name} memory", lambda s=server: bench.memory(s)),
+            ]
+        for _, run in runs:  # warm-up: page cache, imports, the model's first answers
+            await run()
+        results = {name: [] for name, _ in runs}
+        for i in range(rounds):
+            shift = (i * 3) % len(runs)  # a step prime to the list's length rotates the order
+            for name, run in [*runs[shift:], *runs[:shift]]:
+                results[name].append(await run())
+        if model.unexpected:
+            raise RuntimeError(f"the model saw requests it did not expect: {model.unexpected}")
+        expected = (rounds + 1) * len(servers) * 3 * (turns // 5)
+        if model.outputs_seen != expected:
+            raise RuntimeError(f"{model.outputs_seen} of {expected} commands ran")
+    return results
+
+
+# --- the report -------------------------------------------------------------------------
+
+
+def _paired(a: list[float], b: list[float]) -> float:
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
+
+
+def _rows(results: dict[str, list[Any]], name: str) -> dict[str, float]:
+    stdio: list[Thread] = results[f"{name} stdio"]
+    ws: list[Thread] = results[f"{name} ws"]
+    events: list[Events] = results[f"{name} events"]
+    return {
+        "beyond": statistics.median(t.beyond_per_turn for t in stdio),
+        "turn": statistics.median(t.wall / t.turns for t in stdio),
+        "memory": statistics.median(results[f"{name} memory"]),
+        "events": statistics.median(e.rate for e in events),
+        "deltas": statistics.median(e.deltas for e in events),
+        "ws": _paired([1 / t.wall for t in ws], [1 / t.wall for t in stdio]),
+        "ws turn": statistics.median(t.wall / t.turns for t in ws),
     }
-    for name, argv, env in sides.values():  # warm-up: bytecode caches, page cache
-        driver.drive(name, argv, env, 2)
-    done: dict[str, list[Counted]] = {"codexcore": [], "codex": []}
-    for index in range(count):
-        for side in alternate(index):
-            done[side].append(driver.drive(*sides[side], turns))
+
+
+def report(
+    results: dict[str, list[Any]], measured: list[str], missing: dict[str, str], turns: int
+) -> None:
+    names = [server.name for server in SERVERS]
+    rows = {name: _rows(results, name) for name in measured}
     table = Table(
-        f"The app-server protocol over stdio, a {turns}-Turn thread: the same client",
-        ["", "start-up", "beyond the model per Turn (median / p90)", "CPU per Turn (mean)",
-         "tree peak (Pss)", "messages per Turn", "messages/s"],
-    )  # fmt: skip
-    problems: list[str] = []
-    for side, runs in done.items():
-        turns_all = [turn for run in runs for turn in run.session.turns]
-        beyond = sorted(turn.beyond for turn in turns_all)
-        table.add(
-            sides[side][0],
-            fmt_ms(median([run.session.startup for run in runs])),
-            f"{fmt_ms(median(beyond))} / {fmt_ms(percentile(beyond, 90))}",
-            fmt_ms(statistics.fmean(turn.cpu for turn in turns_all)),
-            fmt_mib(median([run.session.memory.peak for run in runs])),
-            f"{sum(run.messages for run in runs) / max(1, len(turns_all)):.1f}",
-            f"{median([run.rate for run in runs]):.0f}",
-        )
-        problems += [f"{side}: {f}" for run in runs for f in run.session.failures]
-    table.note(
-        f"{count} thread(s) of each after a 2-Turn warm-up of each, alternating. Beyond the "
-        "model: `turn/start` sent to `turn/completed` read, less the scripted server's time "
-        "answering the Turn's requests. Messages/s: every message the server sent during the "
-        "Turns over the Turns' wall (the two servers send different numbers of messages per "
-        "Turn: Codex more kinds of notification). Tree peak: sampled between Turns."
+        f"The app-server protocol: a {turns}-turn thread, a streaming Turn (medians)",
+        ["measure", *names, "codexcore / codex", "goal"],
     )
-    return table, problems
 
+    def cell(name: str, key: str, show: Callable[[float], str]) -> str:
+        return show(rows[name][key]) if name in rows else "not available"
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run: one thread each")
-    parser.add_argument("--turns", type=int, default=20, help="Turns per thread (20)")
-    parser.add_argument("--sessions", type=int, help="threads of each side (default 3; quick 1)")
-    return parser.parse_args(argv)
+    def ratio(key: str, goal: str, met: Callable[[float], bool]) -> tuple[str, str]:
+        if "codexcore" not in rows or "codex" not in rows:
+            return "-", goal
+        value = rows["codexcore"][key] / rows["codex"][key]
+        return fmt_ratio(value), f"{goal}: {verdict(met(value))}"
+
+    table.add("per Turn (stdio)", *[cell(n, "turn", fmt_ms) for n in names], "-", "-")
+    table.add(
+        "per Turn beyond the model (stdio)",
+        *[cell(n, "beyond", fmt_ms) for n in names],
+        *ratio("beyond", f"≤ {GOALS['beyond']}x", lambda r: r <= GOALS["beyond"]),
+    )
+    table.add(
+        "tree peak memory (Pss, sampled)",
+        *[cell(n, "memory", fmt_mib) for n in names],
+        *ratio("memory", f"≤ {GOALS['memory']}x", lambda r: r <= GOALS["memory"]),
+    )
+    table.add(
+        "events/s (streaming Turn)",
+        *[cell(n, "events", lambda v: f"{v:,.0f}/s") for n in names],
+        *ratio("events", f"≥ {GOALS['events']}x", lambda r: r >= GOALS["events"]),
+    )
+    table.add(
+        "  of which agentMessage deltas",
+        *[cell(n, "deltas", lambda v: f"{v:.0f}") for n in names],
+        "-",
+        "-",
+    )
+    table.add("per Turn (WebSocket)", *[cell(n, "ws turn", fmt_ms) for n in names], "-", "-")
+    ws_goal = f"≥ {GOALS['ws']}x"
+    table.add(
+        "WebSocket Turns/s over stdio's (paired)",
+        *[cell(n, "ws", fmt_ratio) for n in names],
+        "-",
+        f"codexcore {ws_goal}: "
+        + (verdict(rows["codexcore"]["ws"] >= GOALS["ws"]) if "codexcore" in rows else "-"),
+    )
+    pipe = statistics.median(results["pipe echo"])
+    ws = statistics.median(results["ws echo"])
+    table.note(f"bare floor, same run: pipe echo {fmt_us(pipe)}, WebSocket echo {fmt_us(ws)}")
+    table.note(
+        f"{len(results['pipe echo'])} rounds after a warm-up; the streaming Turn's model sends "
+        f"{DELTAS} text deltas; Codex CLI {CODEX_VERSION}"
+    )
+    for name, why in missing.items():
+        table.note(f"{name}: {why}")
+    print(table.render())
 
 
 def main() -> int:
-    args = parse_args()
-    count = args.sessions or (1 if args.quick else 3)
-    if sys.platform != "linux":
-        raise SystemExit("this benchmark reads /proc: Linux only")
-    codex = install_codex(CLI_DIR, CODEX_VERSION)
-    ensure_installed()
-    ignore_all(CODEX_HOME)
-    env = {**os.environ, "CODEX_HOME": str(CODEX_HOME)}
-    version = subprocess.run(
-        [str(codex), "--version"], capture_output=True, text=True, check=True, env=env
-    ).stdout.strip()
-    print("## codexcore app-server against codex app-server\n", flush=True)
-    print(machine_info(), flush=True)
-    print(f"{version}; load average {os.getloadavg()[0]:.2f} at start\n", flush=True)
-    with (
-        scripted_server() as (server, model),
-        tempfile.TemporaryDirectory(prefix="codexcore-bench-") as scratch,
-    ):
-        write_codex_home(CODEX_HOME, server.base_url)
-        runner = Runner(codex, server, model, Path(scratch))
-        table, problems = compare(runner, args.turns, count)
-        table.print()
-        if model.unexpected:
-            problems.append(f"the scripted model was surprised: {dict(model.unexpected)}")
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end.", flush=True)
-    if problems:
-        print("\nPROBLEMS:\n" + "\n".join(problems), file=sys.stderr, flush=True)
-        return 1
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few-second smoke run")
+    parser.add_argument("--rounds", type=int, help="alternating rounds (default 5, quick 1)")
+    parser.add_argument(
+        "--no-install", action="store_true", help="do not install the pinned Codex CLI"
+    )
+    args = parser.parse_args()
+    header("bench_app_server", args.quick)
+    if not args.no_install:
+        install_codex(CLI_DIR, CODEX_VERSION)
+    missing = {s.name: why for s in SERVERS if (why := s.missing()) is not None}
+    for name, why in missing.items():
+        print(f"{name}: {why}; measuring the others", file=sys.stderr, flush=True)
+    servers = [s for s in SERVERS if s.name not in missing]
+    if not servers:
+        raise SystemExit("no server to measure")
+    rounds = args.rounds or (1 if args.quick else 5)
+    turns = 5 if args.quick else TURNS
+    try:
+        results = asyncio.run(measure(servers, rounds, turns, 200 if args.quick else 2000))
+    except ServerGone as error:
+        raise SystemExit(f"a server failed: {error}") from None
+    report(results, [s.name for s in servers], missing, turns)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
