@@ -272,6 +272,9 @@ async def test_a_name_taken_by_a_built_in_tool_is_refused_at_thread_start(
     assert twice["error"]["data"]["field"] == "params.dynamicTools[1]"
     result = await server.call("thread/start", {"dynamicTools": [EDITOR]})  # the connection goes on
     assert result["thread"]["id"]
+    again = {"threadId": result["thread"]["id"], "dynamicTools": [EDITOR]}
+    resumed = await server.send("thread/resume", again)
+    assert resumed["error"]["data"]["field"] == "params.dynamicTools"
     assert await server.close() == 0
 
 
