@@ -173,6 +173,10 @@ async def test_the_model_calls_a_client_tool_and_the_answer_reaches_the_model(
     assert resolved(server) == [asked["id"]]
     methods = server.methods()
     assert methods.index("serverRequest/resolved") < methods.index("turn/completed")
+    read = await server.call("thread/read", {"threadId": thread_id, "includeTurns": True})
+    [recorded] = [i for i in read["thread"]["turns"][0]["items"] if i["id"] == "dyn_1"]
+    assert (recorded["type"], recorded["status"]) == ("dynamicToolCall", "completed")
+    assert recorded["contentItems"] == text
     assert await server.close() == 0
 
 
