@@ -31,6 +31,8 @@ from codexcore.protocol import (
     ExecCommandEnd,
     ExecCommandOutputDelta,
     FileChange,
+    McpToolCallBegin,
+    McpToolCallEnd,
     PatchApplyBegin,
     PatchApplyEnd,
     PlanUpdate,
@@ -45,6 +47,9 @@ from codexcore.protocol import (
 
 Note = tuple[str, dict[str, Any]]
 """A notification to send: its method and params."""
+
+CLIENT_TOOLS = "client"
+"""The MCP server name the engine shows a client tool's (dynamic tool's) call under."""
 
 _PLAN_STATUS = {"pending": "pending", "in_progress": "inProgress", "completed": "completed"}
 
@@ -280,6 +285,41 @@ class TurnMapper:
         status = "completed" if msg.success else "failed"
         return [self.complete(turn, {**item, "status": status})]
 
+    def _tool_begin(self, turn: TurnRecord, msg: McpToolCallBegin) -> list[Note]:
+        """A call of a client tool is a ``dynamicToolCall`` item (other MCP calls are not
+        sent); the ``item/tool/call`` request that asks the client follows it."""
+        called = msg.invocation
+        if called.server != CLIENT_TOOLS:
+            return []
+        item = {
+            "type": "dynamicToolCall",
+            "id": msg.call_id,
+            "namespace": None,
+            "tool": called.tool,
+            "arguments": called.arguments,
+            "status": "inProgress",
+            "contentItems": None,
+            "success": None,
+            "durationMs": None,
+        }
+        return [self.start(turn, item)]
+
+    def _tool_end(self, turn: TurnRecord, msg: McpToolCallEnd) -> list[Note]:
+        if msg.invocation.server != CLIENT_TOOLS:
+            return []
+        item = turn.open.get(msg.call_id)
+        if item is None:
+            return []
+        success, content = tool_output(msg.result)
+        done = {
+            **item,
+            "status": "completed" if success else "failed",
+            "contentItems": content,
+            "success": success,
+            "durationMs": msg.duration.secs * 1000 + msg.duration.nanos // 1_000_000,
+        }
+        return [self.complete(turn, done)]
+
     def _diff(self, turn: TurnRecord, msg: TurnDiff) -> list[Note]:
         return [("turn/diff/updated", self._ids(turn, diff=msg.unified_diff))]
 
@@ -318,12 +358,30 @@ class TurnMapper:
         notes: list[Note] = []
         for item in list(turn.open.values()):
             if item.get("status") == "inProgress":
-                item = {**item, "status": "failed" if status == "failed" else "declined"}
+                failed = status == "failed" or item["type"] == "dynamicToolCall"
+                item = {**item, "status": "failed" if failed else "declined"}
             notes.append(self.complete(turn, item))
         turn.message = turn.reasoning = None
         turn.status, turn.completed_at = status, now_ms()
         notes.append(("turn/completed", self._ids(turn, turn=turn.wire())))
         return notes
+
+
+def tool_output(result: Any) -> tuple[bool, list[dict[str, Any]]]:
+    """A client tool's end (MCP's ``CallToolResult``, or ``{"Err": why}``) as Codex's
+    ``success`` and ``contentItems``: texts ``inputText``, images ``inputImage``."""
+    ok = result.get("Ok") if isinstance(result, dict) else None
+    if not isinstance(ok, dict):
+        why = result.get("Err") if isinstance(result, dict) else None
+        return False, [{"type": "inputText", "text": str(why or "the call failed")}]
+    items: list[dict[str, Any]] = []
+    for part in ok.get("content") or []:
+        if part.get("type") == "image":
+            url = f"data:{part.get('mimeType', 'image/png')};base64,{part.get('data', '')}"
+            items.append({"type": "inputImage", "imageUrl": url})
+        elif part.get("text"):
+            items.append({"type": "inputText", "text": part["text"]})
+    return not ok.get("isError", False), items
 
 
 def _usage(source: Any) -> dict[str, int]:
@@ -349,6 +407,8 @@ _HANDLERS: dict[type, Any] = {
     ApplyPatchApprovalRequest: TurnMapper._patch_approval,
     PatchApplyBegin: TurnMapper._patch_begin,
     PatchApplyEnd: TurnMapper._patch_end,
+    McpToolCallBegin: TurnMapper._tool_begin,
+    McpToolCallEnd: TurnMapper._tool_end,
     TurnDiff: TurnMapper._diff,
     PlanUpdate: TurnMapper._plan,
     TokenCount: TurnMapper._tokens,

@@ -4,6 +4,7 @@ the engine's ops. Every other method is answered "method not found" (-32601)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -117,16 +118,40 @@ async def _answer_thread(
     return ANSWERED
 
 
+_REFUSED_TOOL = re.compile(r"dynamic_tools\[(\d+)\]: (.*)", re.DOTALL)
+"""The engine's refusal of a declared tool: which one, and why."""
+
+
+def _tool_refusal(exc: AppError) -> AppError:
+    """A tool the engine refused (a name taken, a bad schema) as invalid params naming it."""
+    code = exc.data.get("code") if isinstance(exc.data, dict) else None
+    found = _REFUSED_TOOL.search(exc.message)
+    if code not in ("tool_name_taken", "bad_dynamic_tool") or found is None:
+        return exc
+    return invalid_params(f"params.dynamicTools[{found[1]}]", found[2])
+
+
+def _no_tools(p: Params) -> None:
+    if p.raw.get("dynamicTools") is not None:
+        raise invalid_params(
+            "params.dynamicTools",
+            "is taken by thread/start only (a thread's client tools are not recorded)",
+        )
+
+
 async def thread_start(conn: Connection, call: Request) -> Any:
     p = Params(call.params)
     ops = _thread_ops(p)
     instructions = p.string("baseInstructions")
+    tools = p.dynamic_tools()
     thread = await _attach(conn)
     try:
-        await thread.configure(ConfigureSession(instructions=instructions, **ops))
-    except AppError:
+        await thread.configure(
+            ConfigureSession(instructions=instructions, dynamic_tools=tools, **ops)
+        )
+    except AppError as exc:
         await thread.aclose(end=True)
-        raise
+        raise _tool_refusal(exc) from None
     conn.adopt(thread)
     return await _answer_thread(conn, call, thread, [], started=True)
 
@@ -135,6 +160,7 @@ async def thread_resume(conn: Connection, call: Request) -> Any:
     p = Params(call.params)
     thread_id = p.required("threadId")
     ops = _thread_ops(p)
+    _no_tools(p)
     home = records.home_of(conn.host.engine_config.home)
     known = [t for t in conn.threads.values() if t.id == thread_id]
     if known:
@@ -162,6 +188,7 @@ async def thread_fork(conn: Connection, call: Request) -> Any:
     p = Params(call.params)
     source = p.required("threadId")
     ops = _thread_ops(p)
+    _no_tools(p)
     home = records.home_of(conn.host.engine_config.home)
     events = records.recorded_events(records.rollout_of(home, source))
     response_id = records.last_response_id(events)

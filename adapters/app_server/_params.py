@@ -7,6 +7,7 @@ from typing import Any, get_args
 
 from codexcore.protocol import (
     ApprovalPolicy,
+    DynamicToolSpec,
     ImageInput,
     InputItem,
     LocalImageInput,
@@ -130,6 +131,34 @@ class Params:
         if not isinstance(value, list) or not value:
             raise invalid_params("params.input", "must be a non-empty list of input items")
         return tuple(_input_item(f"params.input[{n}]", item) for n, item in enumerate(value))
+
+    def dynamic_tools(self) -> tuple[DynamicToolSpec, ...] | None:
+        """``dynamicTools`` of thread/start: Codex's ``DynamicToolSpec`` list (functions)."""
+        value = self.raw.get("dynamicTools")
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise invalid_params("params.dynamicTools", "must be a list of tools")
+        return tuple(_tool(f"params.dynamicTools[{n}]", spec) for n, spec in enumerate(value))
+
+
+def _tool(field: str, spec: Any) -> DynamicToolSpec:
+    """One function tool; ``type`` may be left out (Codex before 0.100 had none), and
+    ``deferLoading`` is accepted and ignored: every tool is offered from the start."""
+    if not isinstance(spec, dict):
+        raise invalid_params(field, "must be an object")
+    kind = spec.get("type", "function")
+    if kind == "namespace":
+        raise invalid_params(f"{field}.type", "namespaces of tools are not supported")
+    if kind != "function":
+        raise invalid_params(f"{field}.type", f"must be function, not {kind!r}")
+    name, description = spec.get("name"), spec.get("description", "")
+    if not isinstance(name, str):
+        raise invalid_params(f"{field}.name", "must be a string")
+    if not isinstance(description, str):
+        raise invalid_params(f"{field}.description", "must be a string")
+    schema = spec.get("inputSchema", {"type": "object", "properties": {}})
+    return DynamicToolSpec(name, description, schema)
 
 
 def _input_item(field: str, item: Any) -> InputItem:

@@ -87,13 +87,18 @@ class Connection:
     async def answer(self, rid: RequestId, result: Any) -> None:
         await self.write(response(rid, result))
 
-    async def request(self, method: str, params: dict[str, Any]) -> tuple[Any, Response]:
-        """Ask the client; its id and its answer (raises ConnectionError when it goes)."""
+    async def request(
+        self, method: str, params: dict[str, Any], sent: Callable[[Any], None] | None = None
+    ) -> tuple[Any, Response]:
+        """Ask the client; its id and its answer (raises ConnectionError when it goes).
+        ``sent`` is told the request's id once it is asked."""
         rid = next(self._ids)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = future
         try:
             await self.write(request(rid, method, params))
+            if sent is not None:
+                sent(rid)
             return rid, await future
         finally:
             self._waiting.pop(rid, None)

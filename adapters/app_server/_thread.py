@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from codexcore._logging import get_logger
@@ -18,11 +19,13 @@ from codexcore.adapters.host import Attachment, NotAccepted, Out
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
     ApplyPatchApprovalRequest,
+    DynamicToolCallRequest,
     ErrorEvent,
     Event,
     EventMsg,
     ExecApproval,
     ExecApprovalRequest,
+    McpToolCallEnd,
     PatchApproval,
     ReviewDecision,
     SessionConfigured,
@@ -31,6 +34,7 @@ from codexcore.protocol import (
 )
 
 from ._items import Note, TurnMapper, command_text, now_ms
+from ._tool_calls import ToolCalls
 from ._wire import INTERNAL_ERROR, AppError
 
 if TYPE_CHECKING:
@@ -52,7 +56,9 @@ class Client(Protocol):
 
     async def notify(self, notes: list[Note]) -> None: ...
 
-    async def request(self, method: str, params: dict[str, Any]) -> tuple[Any, Response]: ...
+    async def request(
+        self, method: str, params: dict[str, Any], sent: Callable[[Any], None] | None = None
+    ) -> tuple[Any, Response]: ...
 
 
 class AppThread:
@@ -72,6 +78,7 @@ class AppThread:
         self._turn_ends: dict[str, asyncio.Future[None]] = {}
         self._asking: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+        self.tool_calls = ToolCalls(self)
         self.follower = asyncio.create_task(self._follow(), name=f"app-server-{self.id}")
 
     # --- engine calls --------------------------------------------------------------------
@@ -177,6 +184,11 @@ class AppThread:
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             if event.id in self.mapper.turns:
                 self._ask(event.id, msg)
+        elif isinstance(msg, DynamicToolCallRequest):
+            if event.id in self.mapper.turns:
+                self.tool_calls.ask(event.id, msg)
+        elif isinstance(msg, McpToolCallEnd):
+            await self.tool_calls.ended(msg.call_id)
         elif msg.TYPE in TERMINAL_EVENT_TYPES:
             future = self._turn_ends.get(event.id)
             if future is not None and not future.done():
@@ -238,6 +250,7 @@ class AppThread:
         """The connection is over: end the session (stdio) or leave it running (detach)."""
         for task in list(self._asking):
             task.cancel()
+        await self.tool_calls.aclose()
         if end:
             self.attachment.session.host.end_session(self.attachment.session_id)
             await asyncio.wait({self.follower}, timeout=30)
