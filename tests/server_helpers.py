@@ -55,7 +55,8 @@ def say(sub_id: str, text: str, **fields: Any) -> dict[str, Any]:
 def kind(message: dict[str, Any]) -> str:
     """An event's msg type, a connection message's type, or a JSON-RPC message's
     method (``answer:ID`` for a response)."""
-    if "jsonrpc" in message:
+    if "jsonrpc" in message or ("type" not in message and "seq" not in message):
+        # JSON-RPC, with its "jsonrpc" member or, as Codex's app-server, without.
         return str(message.get("method") or f"answer:{message.get('id')}")
     return str(message["msg"]["type"] if "seq" in message else message["type"])
 

@@ -4,13 +4,21 @@ over WebSocket are in ``test_app_server_clients.py``."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from websockets.exceptions import InvalidStatus
 
-from codexcore.testing import ScriptedModel, ScriptedResponsesServer
+from codexcore.testing import (
+    ScriptedModel,
+    ScriptedResponsesServer,
+    function_call_response,
+    shell_call,
+    text_response,
+)
 
 from .app_server_helpers import Schema, generate_schema
 from .server_helpers import PY, ServerProcess, server_env
@@ -132,3 +140,153 @@ async def test_sigterm_ends_the_server_with_clients_connected(
         server.process.terminate()
         assert await server.wait_exit() == 0
         await client.close()
+
+
+async def messages_until(
+    client: WsClient, schema: Schema, methods: dict[Any, str], wanted: str
+) -> dict[str, Any]:
+    """Read (checking each against Codex's schema) until a message whose method is
+    ``wanted``; ``methods`` maps this client's request ids to their methods."""
+    while True:
+        message = await client.recv()
+        assert message is not None, f"the connection ended before {wanted}"
+        schema.check(message, methods.get)
+        if message.get("method") == wanted:
+            return message
+
+
+async def test_a_tool_call_pending_at_disconnect_is_asked_again_of_the_next_client(
+    tmp_path: Path, schema: Schema
+) -> None:
+    """A WebSocket client goes away while the model waits on its tool; the client that
+    resumes the live thread is asked the same call, and its answer reaches the model."""
+    tool = {
+        "type": "function",
+        "name": "editor_selection",
+        "description": "The selection.",
+        "inputSchema": {"type": "object", "properties": {}},
+    }
+    model = ScriptedModel(
+        [
+            function_call_response("editor_selection", {}, call_id="call_sel"),
+            text_response("Got it."),
+        ]
+    )
+    async with ScriptedResponsesServer(model) as http:
+        server = await app_server(tmp_path, http.base_url, "--listen", "ws://127.0.0.1:0")
+        try:
+            url = await listening_url(server)
+            first = await WsClient.open(url)
+            await initialized(first, schema)
+            ids = {0: "initialize", 1: "thread/start", 2: "turn/start"}
+            await first.send(
+                {
+                    "id": 1,
+                    "method": "thread/start",
+                    "params": {"dynamicTools": [tool], "approvalPolicy": "never"},
+                }
+            )
+            started = await first.recv()
+            assert started is not None
+            schema.check(started, ids.get)
+            thread_id = started["result"]["thread"]["id"]
+            await first.send(
+                {
+                    "id": 2,
+                    "method": "turn/start",
+                    "params": {
+                        "threadId": thread_id,
+                        "input": [{"type": "text", "text": "where am I?"}],
+                    },
+                }
+            )
+            asked = await messages_until(first, schema, ids, "item/tool/call")
+            assert asked["params"]["callId"] == "call_sel"
+            await first.close()  # gone, without an answer
+
+            second = await WsClient.open(url)
+            await initialized(second, schema)
+            await second.send(
+                {"id": 1, "method": "thread/resume", "params": {"threadId": thread_id}}
+            )
+            again = await messages_until(
+                second, schema, {0: "initialize", 1: "thread/resume"}, "item/tool/call"
+            )
+            assert again["params"]["callId"] == "call_sel"
+            await second.send(
+                {
+                    "id": again["id"],
+                    "result": {
+                        "contentItems": [{"type": "inputText", "text": "src/app.py:10-12"}],
+                        "success": True,
+                    },
+                }
+            )
+            await messages_until(
+                second, schema, {0: "initialize", 1: "thread/resume"}, "turn/completed"
+            )
+            await second.close()
+        finally:
+            await server.kill()
+    assert "src/app.py:10-12" in json.dumps(model.requests[-1]["input"])
+
+
+async def test_an_approval_pending_at_disconnect_is_asked_again_of_the_next_client(
+    tmp_path: Path, schema: Schema
+) -> None:
+    model = ScriptedModel(
+        [shell_call([PY, "-c", "print('approved')"], call_id="call_echo"), text_response("Ran it.")]
+    )
+    async with ScriptedResponsesServer(model) as http:
+        server = await app_server(tmp_path, http.base_url, "--listen", "ws://127.0.0.1:0")
+        try:
+            url = await listening_url(server)
+            first = await WsClient.open(url)
+            await initialized(first, schema)
+            ids = {0: "initialize", 1: "thread/start", 2: "turn/start"}
+            await first.send(
+                {"id": 1, "method": "thread/start", "params": {"approvalPolicy": "untrusted"}}
+            )
+            started = await messages_until_answer(first, schema, ids, 1)
+            thread_id = started["result"]["thread"]["id"]
+            await first.send(
+                {
+                    "id": 2,
+                    "method": "turn/start",
+                    "params": {
+                        "threadId": thread_id,
+                        "input": [{"type": "text", "text": "echo it"}],
+                    },
+                }
+            )
+            method = "item/commandExecution/requestApproval"
+            assert (await messages_until(first, schema, ids, method))["params"]["itemId"] == (
+                "call_echo"
+            )
+            await first.close()
+
+            second = await WsClient.open(url)
+            await initialized(second, schema)
+            ids = {0: "initialize", 1: "thread/resume"}
+            await second.send(
+                {"id": 1, "method": "thread/resume", "params": {"threadId": thread_id}}
+            )
+            again = await messages_until(second, schema, ids, method)
+            await second.send({"id": again["id"], "result": {"decision": "accept"}})
+            completed = await messages_until(second, schema, ids, "turn/completed")
+            assert completed["params"]["turn"]["status"] == "completed"
+            await second.close()
+        finally:
+            await server.kill()
+    assert "approved" in json.dumps(model.requests[-1]["input"])
+
+
+async def messages_until_answer(
+    client: WsClient, schema: Schema, methods: dict[Any, str], request_id: int
+) -> dict[str, Any]:
+    while True:
+        message = await client.recv()
+        assert message is not None, f"the connection ended before the answer to {request_id}"
+        schema.check(message, methods.get)
+        if message.get("id") == request_id and "method" not in message:
+            return message

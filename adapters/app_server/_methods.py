@@ -175,6 +175,7 @@ async def thread_resume(conn: Connection, call: Request) -> Any:
             await thread.configure(ResumeSession(thread_id))
         else:
             thread.configured = records.configured_of(events)
+            thread.ask_waiting()
         conn.adopt(thread)
     overrides = {k: v for k, v in ops.items() if v is not None}
     if overrides:

@@ -120,6 +120,22 @@ class AppThread:
                 if turn.completed_at is None:
                     turn.status, turn.completed_at = "interrupted", turn.started_at
 
+    def ask_waiting(self) -> None:
+        """Ask this client what the live session's Tasks wait on: approvals and client
+        tool calls asked of a connection that has gone (its attachment replays nothing
+        from before it), so that none waits unseen until its timeout."""
+        session = self.attachment.session
+        for event in session.waiting_approvals():
+            msg = event.msg
+            if not isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
+                continue
+            if event.id in self.mapper.turns:
+                self._ask(event.id, msg)
+        for out in session.waiting_tool_calls():
+            event = decode_event(out.data)
+            if isinstance(event.msg, DynamicToolCallRequest) and event.id in self.mapper.turns:
+                self.tool_calls.ask(event.id, event.msg)
+
     def turns(self) -> list[dict[str, Any]]:
         return [turn.wire() for turn in self.mapper.turns.values()]
 
@@ -228,7 +244,12 @@ class AppThread:
         try:
             rid, answer = await self.client.request(method, params)
             decision = _decision(answer)
-        except (ConnectionError, AppError) as exc:
+        except ConnectionError:
+            # The client went: the request stays waiting, for the client that resumes
+            # the thread (ask_waiting) or the session's end.
+            log.info("approval not answered: the client went", thread_id=self.id)
+            return
+        except AppError as exc:
             log.info("approval not answered: aborting the call", error=str(exc))
         op = (
             ExecApproval(msg.call_id, decision)
