@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from ..protocol import (
     EventMsg,
     ExecCommandBegin,
-    ExecCommandEnd,
     ExecCommandOutputDelta,
     ExecCommandSource,
     Submission,
@@ -29,7 +28,7 @@ from ..tools.exec import ExecResult
 from ..tools.pty import PtyCommand, run_in_pty
 from ..tools.sandbox import SandboxSpec, SandboxStatus, confine
 from ._submissions import SubmissionRejected
-from ._tools import _emit_end, _status
+from ._tools import emit_exec_end
 
 if TYPE_CHECKING:
     from ._codex import Codex
@@ -82,18 +81,7 @@ async def run_exec_in_pty(
             result = ExecResult(127, "", message, message, 0, False)
         finally:
             terminals.pop(call_id, None)
-    end = ExecCommandEnd(
-        call_id,
-        result.stdout,
-        result.stderr,
-        result.aggregated_output,
-        result.exit_code,
-        result.duration_ms,
-        _status(result),
-        source,
-    )
-    await _emit_end(emit, end, result)
-    return result
+    return await emit_exec_end(emit, call_id, result, source)
 
 
 async def write_pty(codex: Codex, sub: Submission, _: object) -> None:

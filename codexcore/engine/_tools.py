@@ -467,6 +467,24 @@ async def run_exec(
             cgroup=spec.mode == "danger-full-access",
             report_interruption=True,
         )
+    return await emit_exec_end(emit, call_id, result, source)
+
+
+async def run_elsewhere(runner: CommandRunner, call: ShellCall, emit: Emit) -> ExecResult:
+    """``call`` run by ``runner`` (see ``EngineConfig.command_runner``) between its begin
+    and end events (cancelled, no end event, as with :func:`run_exec`; a runner that
+    knows what the command did raises ``CommandInterrupted`` with it)."""
+    await emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
+    result = await runner(call.call_id, call.argv, call.cwd, call.timeout_ms)
+    return await emit_exec_end(emit, call.call_id, result)
+
+
+async def emit_exec_end(
+    emit: Emit, call_id: str, result: ExecResult, source: ExecCommandSource = "agent"
+) -> ExecResult:
+    """Send a finished command's end event; ``result`` back. The Task cancelled while
+    it waits to be sent: the command still ran, so :class:`CommandInterrupted` carries
+    what it did (the caller sends the end and tells the model), never "it did not run"."""
     end = ExecCommandEnd(
         call_id,
         result.stdout,
@@ -477,37 +495,11 @@ async def run_exec(
         _status(result),
         source,
     )
-    await _emit_end(emit, end, result)
-    return result
-
-
-async def run_elsewhere(runner: CommandRunner, call: ShellCall, emit: Emit) -> ExecResult:
-    """``call`` run by ``runner`` (see ``EngineConfig.command_runner``) between its begin
-    and end events (cancelled, no end event, as with :func:`run_exec`; a runner that
-    knows what the command did raises ``CommandInterrupted`` with it)."""
-    await emit(ExecCommandBegin(call.call_id, call.argv, call.cwd))
-    result = await runner(call.call_id, call.argv, call.cwd, call.timeout_ms)
-    end = ExecCommandEnd(
-        call.call_id,
-        result.stdout,
-        result.stderr,
-        result.aggregated_output,
-        result.exit_code,
-        result.duration_ms,
-        _status(result),
-    )
-    await _emit_end(emit, end, result)
-    return result
-
-
-async def _emit_end(emit: Emit, end: ExecCommandEnd, result: ExecResult) -> None:
-    """Send a finished command's end event. The Task cancelled while it waits to be
-    sent: the command still ran, so :class:`CommandInterrupted` carries what it did
-    (the caller sends the end and tells the model), never "it did not run"."""
     try:
         await emit(end)
     except asyncio.CancelledError:
         raise CommandInterrupted(result) from None
+    return result
 
 
 def _not_runnable(item: Item) -> str:
