@@ -22,6 +22,7 @@ from codexcore.protocol import (
 from . import _records as records
 from ._params import EFFORTS, Params
 from ._thread import AppThread
+from ._warm import warm_up
 from ._wire import ANSWERED, INTERNAL_ERROR, INVALID_REQUEST, AppError, invalid_params
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ async def initialize(conn: Connection, call: Request) -> Any:
 
 
 async def _attach(conn: Connection, session_id: str | None = None) -> AppThread:
+    # A thread is ready for its first Turn when answered: wait for (or do) the warm-up.
+    await asyncio.to_thread(warm_up)
     host = conn.host
     live = host.session(session_id) if session_id else None
     try:

@@ -144,6 +144,7 @@ def _config(args: argparse.Namespace) -> HostConfig:
 
 async def _serve(config: HostConfig, in_fd: int, out_fd: int, sockets_dir: str | None) -> int:
     from ..adapters.app_server import serve_app_server
+    from ..adapters.app_server._warm import warm_up
     from ..adapters.host import SessionHost
     from ..adapters.stdio import FdConduit
 
@@ -157,6 +158,7 @@ async def _serve(config: HostConfig, in_fd: int, out_fd: int, sockets_dir: str |
                 _say(f"--session-sockets: {exc}")
                 return EXIT_USAGE
         conduit = await FdConduit.open(in_fd, out_fd)
+        warming = loop.run_in_executor(None, warm_up)
         serving = asyncio.create_task(serve_app_server(conduit, host))
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, serving.cancel)
@@ -166,6 +168,7 @@ async def _serve(config: HostConfig, in_fd: int, out_fd: int, sockets_dir: str |
             pass
         finally:
             conduit.abort()
+            await warming
     if sockets is not None:
         await sockets.aclose()
     return 0
@@ -178,10 +181,12 @@ async def _serve_websocket(
     A client's threads outlive its connection (another may ``thread/resume`` them)
     until the host's idle timeout, as the sessions of ``serve --tcp`` do."""
     from ..adapters.app_server import serve_app_server
+    from ..adapters.app_server._warm import warm_up
     from ..adapters.host import SessionHost
     from ..adapters.transports import serve_websocket
     from ._serve import until_signalled
 
+    warming = asyncio.get_running_loop().run_in_executor(None, warm_up)
     async with SessionHost(config) as host:
         try:
             sockets = _session_sockets(host, sockets_dir) if sockets_dir is not None else None
@@ -202,6 +207,7 @@ async def _serve_websocket(
         finally:
             if sockets is not None:
                 await sockets.aclose()
+            await warming
     return 0
 
 
