@@ -180,12 +180,7 @@ async def thread_resume(conn: Connection, call: Request) -> Any:
             thread.configured = records.configured_of(events)
             thread.ask_waiting()
         conn.adopt(thread)
-    overrides = {k: v for k, v in ops.items() if v is not None}
-    if overrides:
-        await thread.submit(OverrideTurnContext(**overrides))
-        thread.configured = records.with_overrides(thread.configured, overrides)
-    turns = [] if p.boolean("excludeTurns") else thread.turns()
-    return await _answer_thread(conn, call, thread, turns, started=False)
+    return await _apply_and_answer(conn, call, thread, ops, started=False)
 
 
 async def thread_fork(conn: Connection, call: Request) -> Any:
@@ -203,12 +198,20 @@ async def thread_fork(conn: Connection, call: Request) -> Any:
     thread.forked_from, thread.preview = source, records.preview_of(events)
     thread.seed(events, live=False)
     conn.adopt(thread)
+    return await _apply_and_answer(conn, call, thread, ops, started=True)
+
+
+async def _apply_and_answer(
+    conn: Connection, call: Request, thread: AppThread, ops: dict[str, Any], *, started: bool
+) -> Any:
+    """A resumed or forked thread: the request's settings from its next turn on, then
+    the answer with its turns (none with ``excludeTurns``)."""
     overrides = {k: v for k, v in ops.items() if v is not None}
     if overrides:
         await thread.submit(OverrideTurnContext(**overrides))
         thread.configured = records.with_overrides(thread.configured, overrides)
-    turns = [] if p.boolean("excludeTurns") else thread.turns()
-    return await _answer_thread(conn, call, thread, turns, started=True)
+    turns = [] if Params(call.params).boolean("excludeTurns") else thread.turns()
+    return await _answer_thread(conn, call, thread, turns, started=started)
 
 
 async def thread_list(conn: Connection, call: Request) -> Any:
