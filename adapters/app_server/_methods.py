@@ -169,7 +169,8 @@ async def thread_resume(conn: Connection, call: Request) -> Any:
     if known:
         thread = known[0]
     else:
-        events = records.recorded_events(records.rollout_of(home, thread_id))
+        path = records.rollout_of(home, thread_id)
+        events = await asyncio.to_thread(records.recorded_events, path)
         live = conn.host.session(thread_id) is not None
         thread = await _attach(conn, thread_id if live else None)
         thread.preview = records.preview_of(events)
@@ -189,7 +190,8 @@ async def thread_fork(conn: Connection, call: Request) -> Any:
     ops = _thread_ops(p)
     _no_tools(p)
     home = records.home_of(conn.host.engine_config.home)
-    events = records.recorded_events(records.rollout_of(home, source))
+    path = records.rollout_of(home, source)
+    events = await asyncio.to_thread(records.recorded_events, path)
     response_id = records.last_response_id(events)
     if response_id is None:
         raise invalid_params("params.threadId", f"thread {source!r} has no turn to fork from")
