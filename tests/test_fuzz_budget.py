@@ -31,14 +31,18 @@ def test_the_shares_add_up_to_the_budget() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ((), "fuzz: 1 cases in 1 tests (default profile"),
-        (("--hypothesis-profile=ci",), "fuzz: 40 cases in 1 tests (ci profile"),
+        (("-n", "0"), "fuzz: 1 cases in 1 tests (default profile"),
+        # One xdist worker: the count travels from the worker to the summary, as in
+        # the suite's own runs, without starting four interpreters on a loaded machine.
+        (("-n", "1", "--hypothesis-profile=ci"), "fuzz: 40 cases in 1 tests (ci profile"),
     ],
 )
 def test_the_profile_decides_the_cases(args: tuple[str, ...], expected: str) -> None:
     """``ci`` runs each whole share, ``default`` a small part of it: here a 4,000-case
     share at scale 0.01, with ``tests/fuzz`` named on the command line (when pytest
     imports the fuzz conftest before Hypothesis loads the profile)."""
+    # -n 4 from addopts started four interpreters for one test: 10 s here, over the
+    # 50 s timeout in a CI run already busy on its own four workers.
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "tests/fuzz", "-k", "connection_msgs", *args],
         cwd=ROOT,
