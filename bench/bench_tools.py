@@ -6,7 +6,11 @@
    adds per command. An unconfined command is timed with and without its
    registration with the reaper (what makes it die with a SIGKILLed server),
    and the reaper's one-time start is timed on its own.
-2. ``apply_patch`` on a large file (parse, verify every hunk, write a temp
+2. An unconfined command 50 ms after the previous one, as an agent's commands come: in a
+   cgroup of its own (the move waits for a kernel grace period once the previous move
+   is that far back), with and without the Session's standby shell that has moved
+   ahead, beside the same command with no cgroup and a bare ``subprocess.run``.
+3. ``apply_patch`` on a large file (parse, verify every hunk, write a temp
    file, rename) against a bare read-modify-write of the same file with the
    same result: what verification and atomicity cost.
 """
@@ -21,9 +25,9 @@ from pathlib import Path
 
 from _common import Table, fmt_ms, fmt_ratio, header, median, parse_args
 
-from codexcore.tools._reaper import Reaper
+from codexcore.tools._reaper import Reaper, reaper
 from codexcore.tools.apply_patch import apply_patch
-from codexcore.tools.exec import run_command
+from codexcore.tools.exec import ShellStandby, run_command
 from codexcore.tools.sandbox import SandboxSpec, confine, probe_sandbox
 
 
@@ -96,6 +100,62 @@ def bench_sandbox(runs: int) -> None:
     table.print()
 
 
+GAP_S = 0.05
+
+
+def time_spaced(cwd: str, runs: int, *, cgroup: bool, standby: bool) -> float:
+    """Median wall time of ``run_command(["true"])``, each GAP_S after the last."""
+
+    async def many() -> list[float]:
+        shells = ShellStandby() if standby else None
+        times = []
+        try:
+            for _ in range(runs + 1):  # the first has no standby yet: not counted
+                await asyncio.sleep(GAP_S)
+                started = time.perf_counter()
+                result = await run_command(["true"], cwd=cwd, cgroup=cgroup, standby=shells)
+                times.append(time.perf_counter() - started)
+                assert result.exit_code == 0, result.aggregated_output
+        finally:
+            if shells is not None:
+                await shells.aclose()
+        return times[1:]
+
+    return median(asyncio.run(many()))
+
+
+def time_bare_spaced(cwd: str, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        time.sleep(GAP_S)
+        started = time.perf_counter()
+        subprocess.run(["true"], cwd=cwd, check=True, stdin=subprocess.DEVNULL)
+        times.append(time.perf_counter() - started)
+    return median(times)
+
+
+def bench_cgroup(runs: int) -> None:
+    table = Table(
+        f"An unconfined command (`true`) {GAP_S * 1000:.0f} ms after the last, median wall time",
+        ["how", "time", "vs bare spawn"],
+    )
+    reaper().ensure_started()
+    with tempfile.TemporaryDirectory() as cwd:
+        bare = time_bare_spaced(cwd, runs)
+        table.add("bare `subprocess.run` (the limit)", fmt_ms(bare), "1.00x")
+        rows = [
+            ("`run_command`, no cgroup (reaper registered)", False, False),
+            ("`run_command`, own cgroup, moved on the way", True, False),
+            ("`run_command`, own cgroup, the standby shell", True, True),
+        ]
+        if reaper().cgroups is None:
+            table.note("no usable cgroup v2 here: every row runs without one")
+        for name, cgroup, standby in rows:
+            ours = time_spaced(cwd, runs, cgroup=cgroup, standby=standby)
+            table.add(name, fmt_ms(ours), fmt_ratio(ours / bare))
+    table.print()
+
+
 def time_reaper_start(runs: int) -> float:
     """Median time to start a fresh reaper (it exits when its pipe closes)."""
     times = []
@@ -159,6 +219,7 @@ def main() -> None:
     header("bench_tools", args.quick)
     runs = 10 if args.quick else 60
     bench_sandbox(runs)
+    bench_cgroup(runs // 2)
     bench_patch(5 if args.quick else 30)
 
 

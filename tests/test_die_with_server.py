@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call
+from codexcore.testing import ScriptedModel, ScriptedResponsesServer, shell_call, text_response
 from codexcore.tools._cgroup import CGROUPS_ENV_VAR, CgroupTree, own_cgroup, remove
 from codexcore.tools._reaper import REAPER_ENV_VAR
 from codexcore.tools.sandbox import probe_sandbox
@@ -159,6 +159,89 @@ async def test_sigkill_of_the_server_leaves_no_command_behind(
                 ),
             )
             assert not _trees_of(server.pid), "the reaper left its cgroup tree behind"
+        finally:
+            for pid in _alive_with(marker):
+                os.kill(pid, signal.SIGKILL)
+            await server.kill()
+
+
+# --- the shell that waits in the next command's cgroup (codexcore/tools/_standby.py) -----
+
+STANDBY = b". /dev/stdin"  # in the argv of a shell waiting for its command
+
+
+def _standbys_of(server: int) -> list[int]:
+    """The live shells waiting for the next command of ``server``."""
+    tree = f"/codexcore-{server}-".encode()
+    return [pid for pid in _alive_with(STANDBY) if tree in _processes()[pid][2]]
+
+
+async def _start_unconfined(tmp_path: Path, http_url: str) -> StdioServer:
+    server = await StdioServer.start(http_url, tmp_path)
+    await server.send(
+        sub(
+            "cfg",
+            "configure_session",
+            cwd=str(tmp_path),
+            approval_policy="never",
+            sandbox_policy={"type": "danger-full-access"},
+        ),
+        say("t1", "go"),
+    )
+    return server
+
+
+async def test_sigkill_of_the_server_ends_the_shell_waiting_for_its_next_command(
+    tmp_path: Path,
+) -> None:
+    if why := cgroups_usable():
+        pytest.skip(why)
+    model = ScriptedModel([shell_call(["true"], call_id="c1"), text_response("done")])
+    async with ScriptedResponsesServer(model) as http:
+        server = await _start_unconfined(tmp_path, http.base_url)
+        try:
+            await server.until("task_complete")
+            await _until("a standby shell", lambda: _standbys_of(server.pid))
+            os.kill(server.pid, signal.SIGKILL)
+            assert await server.wait_exit() == -signal.SIGKILL
+            await _until("the standby shell to die", lambda: not _standbys_of(server.pid))
+            await _until("its cgroup tree to go", lambda: not _trees_of(server.pid))
+        finally:
+            for pid in _standbys_of(server.pid):
+                os.kill(pid, signal.SIGKILL)
+            await server.kill()
+
+
+async def test_sigkill_of_the_server_ends_a_command_run_in_the_standby_and_its_escapee(
+    tmp_path: Path,
+) -> None:
+    if why := cgroups_usable():
+        pytest.skip(why)
+    script, count = SCRIPTS["setsid-unmarked"]
+    duration = f"30.{uuid.uuid4().int % 10**9}"
+    marker = duration.encode()
+    model = ScriptedModel(
+        [
+            shell_call(["true"], call_id="c1"),
+            shell_call(["bash", "-c", script.format(d=duration)], call_id="c2"),
+        ]
+    )
+    async with ScriptedResponsesServer(model) as http:
+        server = await _start_unconfined(tmp_path, http.base_url)
+        try:
+            await server.until("exec_command_end")
+            await _until(
+                f"{count} processes with {duration}", lambda: len(_alive_with(marker)) >= count
+            )
+            # The second command took the waiting shell: none waits while it runs.
+            assert not _standbys_of(server.pid)
+            os.kill(server.pid, signal.SIGKILL)
+            assert await server.wait_exit() == -signal.SIGKILL
+            try:
+                await _until("the command to die", lambda: not _alive_with(marker))
+            except AssertionError:
+                raise AssertionError(f"left running: {_alive_with(marker)}") from None
+            await _until("its cgroup tree to go", lambda: not _trees_of(server.pid))
         finally:
             for pid in _alive_with(marker):
                 os.kill(pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ import attrs
 
 from ..protocol import AbortReason, StopKind, TaskComplete, TokenUsage, TokenUsageInfo
 from ..tools._sandbox_status import SandboxStatus
+from ..tools._standby import ShellStandby
 from ._approvals import Approvals
 from ._clients import ModelClientPool
 from ._config import SessionConfig
@@ -120,6 +121,8 @@ class Session:
         self.shells: set[asyncio.Task[None]] = set()
         # Those of them running in a terminal, by call id (write_pty writes to them).
         self.terminals: dict[str, PtyCommand] = {}
+        # A shell already in the next unconfined command's cgroup (the move costs ~20 ms).
+        self.standby = ShellStandby()
         self._clients = clients
         self.sandbox: SandboxStatus | None = None  # probed when a policy wants confinement
         self.mcp: McpManager | None = None  # started with the Session when servers are configured
@@ -169,3 +172,4 @@ class Session:
             shell.cancel()
         if shells:
             await asyncio.wait(shells)
+        await self.standby.aclose()

@@ -204,6 +204,7 @@ def _tool_routers(
             attach=session.add_context,
             functions=functions,
             terminals=session.terminals,
+            standby=session.standby,
         )
 
     return tools_for

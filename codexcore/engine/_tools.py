@@ -30,7 +30,7 @@ from ..protocol import (
 from ..protocol._value import Value
 from ..tools import apply_patch as patches
 from ..tools.environment import command_environment
-from ..tools.exec import CommandInterrupted, ExecResult, run_command
+from ..tools.exec import CommandInterrupted, ExecResult, ShellStandby, run_command
 from ..tools.output import format_for_model
 from ..tools.safety import is_known_safe_command
 from ..tools.sandbox import SandboxSpec, SandboxStatus, confine, is_likely_sandbox_denial
@@ -105,6 +105,7 @@ class ToolRouter:
         attach: Callable[[Item], None] | None = None,
         functions: Mapping[str, FunctionTool] | None = None,
         terminals: dict[str, PtyCommand] | None = None,
+        standby: ShellStandby | None = None,
     ) -> None:
         """``stopping`` says whether a ``stop`` or ``checkpoint`` is pending: then a
         call that needs approval is answered as not run instead of asking. ``mcp``:
@@ -113,8 +114,10 @@ class ToolRouter:
         without it the tool answers that it is unavailable). ``functions``: the
         embedding program's function tools (``codexcore.engine._function_calls``).
         ``terminals``: the Session's commands in a PTY, where the model's go under
-        ``EngineConfig.pty_commands``."""
+        ``EngineConfig.pty_commands``. ``standby``: the Session's shell waiting in the
+        next unconfined command's cgroup (``codexcore.tools.exec.ShellStandby``)."""
         self._terminals = terminals
+        self._standby = standby
         self._mcp = mcp
         self._functions = functions or {}
         self._dynamic = {spec.name: spec for spec in config.dynamic_tools}
@@ -366,7 +369,14 @@ class ToolRouter:
             if self._engine.pty_commands and self._terminals is not None:
                 return await self._run_in_pty(call, spec)
             return await run_exec(
-                call.call_id, call.argv, call.cwd, call.timeout_ms, spec, self._sandbox, self._emit
+                call.call_id,
+                call.argv,
+                call.cwd,
+                call.timeout_ms,
+                spec,
+                self._sandbox,
+                self._emit,
+                standby=self._standby,
             )
         except CommandInterrupted as exc:
             result = exc.result
@@ -439,6 +449,7 @@ async def run_exec(
     sandbox: SandboxStatus,
     emit: Emit,
     source: ExecCommandSource = "agent",
+    standby: ShellStandby | None = None,
 ) -> ExecResult:
     """Run ``argv`` under ``spec`` (confined unless it is danger-full-access), with
     its ``exec_command_begin``/``output_delta``/``end`` events; the caller decided
@@ -466,6 +477,7 @@ async def run_exec(
             # a confined command starts, and moving into a cgroup costs ~1 ms.
             cgroup=spec.mode == "danger-full-access",
             report_interruption=True,
+            standby=standby,
         )
     return await emit_exec_end(emit, call_id, result, source)
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..protocol import EventMsg, ExecCommandBegin, ExecCommandEnd, RunUserShellCommand, Submission
-from ..tools.exec import ExecResult
+from ..tools.exec import ExecResult, ShellStandby
 from ..tools.output import truncate_middle
 from ..tools.sandbox import SandboxSpec, SandboxStatus
 from ._config import SessionConfig
@@ -93,6 +93,7 @@ async def _run_and_record(codex: Codex, session: Session, sub: Submission, cwd: 
         sandbox=session.sandbox or UNCONFINED,
         emit=codex._emitter(sub.id),
         terminal=session if op.pty else None,
+        standby=session.standby,
     )
     if not op.record:
         return  # the UI hands the result to the model itself
@@ -122,6 +123,7 @@ async def run_user_shell(
     sandbox: SandboxStatus,
     emit: Emit,
     terminal: Session | None = None,
+    standby: ShellStandby | None = None,
 ) -> ExecResult:
     """Run the user's command and return its outcome; never raises for the command.
 
@@ -143,7 +145,9 @@ async def run_user_shell(
         )
         return await _end_without_run(emit, call_id, argv, cwd, refusal, 0)
     timeout = USER_SHELL_TIMEOUT_MS if timeout_ms is None else timeout_ms
-    return await _run_reporting_abort(call_id, argv, cwd, timeout, spec, sandbox, emit, terminal)
+    return await _run_reporting_abort(
+        call_id, argv, cwd, timeout, spec, sandbox, emit, terminal, standby
+    )
 
 
 async def _run_reporting_abort(
@@ -155,6 +159,7 @@ async def _run_reporting_abort(
     sandbox: SandboxStatus,
     emit: Emit,
     terminal: Session | None = None,
+    standby: ShellStandby | None = None,
 ) -> ExecResult:
     """``run_exec`` (in a PTY with ``terminal``), and once cancelled its one
     ``exec_command_end`` all the same."""
@@ -182,7 +187,15 @@ async def _run_reporting_abort(
                 "user_shell",
             )
         return await run_exec(
-            call_id, argv, cwd, timeout_ms, spec, sandbox, emit_noting_end, source="user_shell"
+            call_id,
+            argv,
+            cwd,
+            timeout_ms,
+            spec,
+            sandbox,
+            emit_noting_end,
+            source="user_shell",
+            standby=standby,
         )
     except asyncio.CancelledError:
         if ends:  # it ended on its own just as the cancel came: that is its outcome

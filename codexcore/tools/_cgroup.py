@@ -34,12 +34,14 @@ from codexcore._logging import get_logger
 
 __all__ = [
     "CGROUPS_ENV_VAR",
+    "SHELL",
     "CgroupTree",
     "enter_argv",
     "kill",
     "own_cgroup",
     "populated",
     "remove",
+    "runnable",
 ]
 
 _log = get_logger(__name__)
@@ -47,7 +49,7 @@ _log = get_logger(__name__)
 CGROUPS_ENV_VAR: Final = "CODEXCORE_CGROUPS"
 """Set to ``off`` to run commands without cgroups (the reaper alone), as where none exist."""
 
-_SHELL: Final = "/bin/sh"
+SHELL: Final = "/bin/sh"
 # Moves itself ($$) into the cgroup ($0 is its cgroup.procs), then becomes the
 # command: whatever the command starts is born inside. A failed move costs the
 # cgroup, not the command (the reaper's group and mark still hold).
@@ -146,12 +148,13 @@ def enter_argv(
     outside. A program that cannot be found or run is left unwrapped, so its
     spawn fails exactly as it would without a cgroup (exit 127 or 126, named).
     """
-    if not _runnable(argv[0], cwd, env):
+    if not runnable(argv[0], cwd, env):
         return list(argv)
-    return [_SHELL, "-c", _ENTER, os.path.join(cgroup, "cgroup.procs"), *argv]
+    return [SHELL, "-c", _ENTER, os.path.join(cgroup, "cgroup.procs"), *argv]
 
 
-def _runnable(program: str, cwd: str, env: Mapping[str, str] | None) -> bool:
+def runnable(program: str, cwd: str, env: Mapping[str, str] | None) -> bool:
+    """Whether ``program`` (a path from ``cwd``, or a name on ``env``'s PATH) can be run."""
     if "/" in program:
         path = os.path.join(cwd, program)
         return os.path.isfile(path) and os.access(path, os.X_OK)

@@ -33,12 +33,13 @@ import contextlib
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from typing import Final
 
 from codexcore._logging import get_logger
 from codexcore.tools._cgroup import CgroupTree
 
-__all__ = ["REAPER_ENV_VAR", "reaper"]
+__all__ = ["REAPER_ENV_VAR", "reaper", "tell_reaper"]
 
 _log = get_logger(__name__)
 
@@ -218,3 +219,16 @@ os.register_at_fork(after_in_child=_REAPER._forget_after_fork)
 def reaper() -> Reaper:
     """The process-wide :class:`Reaper` (started lazily, on the first registration)."""
     return _REAPER
+
+
+def tell_reaper(action: Callable[[], None]) -> None:
+    """Start the reaper, or (un)register a group; a reaper that cannot start costs a
+    warning, not the run.
+
+    Without it the command still ends with the call (timeouts, cancellation and
+    the group kill are ours); only a SIGKILL of this process would orphan it.
+    """
+    try:
+        action()
+    except OSError as exc:
+        _log.warning("exec.reaper_unavailable", error=str(exc))

@@ -40,7 +40,9 @@ from attrs import frozen
 from codexcore._logging import get_logger
 from codexcore.protocol._value import Value
 from codexcore.tools import _cgroup
-from codexcore.tools._reaper import REAPER_ENV_VAR, reaper
+from codexcore.tools._exec_protocol import ExecProtocol
+from codexcore.tools._reaper import REAPER_ENV_VAR, reaper, tell_reaper
+from codexcore.tools._standby import ShellStandby
 from codexcore.tools.output import HeadTailBuffer
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "ExecResult",
     "OnOutput",
     "OutputStream",
+    "ShellStandby",
     "run_command",
 ]
 
@@ -76,9 +79,6 @@ _POST_KILL_DRAIN_S = 1.0
 # and how often to look (see _wait_until_group_gone).
 _GROUP_EXIT_WAIT_S = 0.5
 _GROUP_POLL_S = 0.005
-# StreamReader buffer per pipe; past twice this the pipe is not read until the
-# consumer catches up, which is what makes on_output's backpressure reach the child.
-_READER_LIMIT = 64 * 1024
 
 _log = get_logger(__name__)
 
@@ -131,6 +131,7 @@ async def run_command(
     reap: bool = True,
     cgroup: bool = True,
     report_interruption: bool = False,
+    standby: ShellStandby | None = None,
 ) -> ExecResult:
     """Run ``argv`` in ``cwd`` and return its :class:`ExecResult`.
 
@@ -163,9 +164,12 @@ async def run_command(
     * With ``reap`` and ``cgroup`` (the defaults), where cgroups v2 are usable, the
       command runs in a cgroup of its own, killed whole when the call ends and by
       the watchdog when this process dies: even a process that left the group and
-      dropped the mark dies then. Moving a process into a cgroup costs about a
-      millisecond; pass ``cgroup=False`` where a PID namespace (bubblewrap)
-      already holds everything the command starts.
+      dropped the mark dies then. Moving a process into a cgroup costs a grace
+      period of the kernel's (13 to 25 ms measured, ~1 ms back to back); a
+      ``standby`` (:class:`ShellStandby`, one per caller such as a Session) pays it
+      ahead, in a shell waiting in the next command's cgroup. Pass
+      ``cgroup=False`` where a PID namespace (bubblewrap) already holds
+      everything the command starts.
 
     ``pass_fds`` are descriptors the child inherits under the same numbers
     (``sandbox.confine``'s syscall filter); every other one is closed.
@@ -176,36 +180,20 @@ async def run_command(
     """
     _check_arguments(argv, timeout_ms, max_chunk, capture_limit)
     started = time.monotonic()
-    loop = asyncio.get_running_loop()
-    own_cgroup = None
     if reap:
         # Before the spawn, so registering the group after it is one pipe write;
         # the mark covers the instant between the two, and whatever leaves the group.
-        _tell_reaper(reaper().ensure_started)
+        tell_reaper(reaper().ensure_started)
         env = {**(os.environ if env is None else env), REAPER_ENV_VAR: reaper().token}
-        tree = reaper().cgroups
-        own_cgroup = tree.new_command() if tree is not None and cgroup else None
-    spawned = argv if own_cgroup is None else _cgroup.enter_argv(own_cgroup, argv, cwd, env)
+    tree = reaper().cgroups if reap and cgroup else None
     try:
-        transport, protocol = await loop.subprocess_exec(
-            _ExecProtocol,
-            *spawned,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=None if env is None else dict(env),
-            start_new_session=True,  # own process group (pgid == pid), no controlling tty
-            pass_fds=tuple(pass_fds),
+        transport, protocol, own_cgroup = await _launch(
+            argv, cwd, env, pass_fds, reap=reap, tree=tree, standby=standby
         )
     except OSError as exc:
-        _release(own_cgroup)
         return _spawn_failure(argv, cwd, exc, started)
     run = _Run(transport, protocol, _Capture(capture_limit), max_chunk, on_output, own_cgroup)
     _log.debug("exec.started", argv=list(argv), cwd=cwd, pid=run.pgid)
-    if reap:
-        # At once, in the spawning thread: one pipe write, the reaper runs already.
-        _tell_reaper(functools.partial(reaper().register, run.pgid))
     try:
         timed_out = await run.supervise(None if timeout_ms is None else timeout_ms / 1000)
     except asyncio.CancelledError:
@@ -221,28 +209,56 @@ async def run_command(
         raise
     finally:
         if reap:  # the group is gone: its number is free
-            _tell_reaper(functools.partial(reaper().unregister, run.pgid))
+            tell_reaper(functools.partial(reaper().unregister, run.pgid))
         _release(own_cgroup)
+    if standby is not None and tree is not None and env is not None:
+        standby.prepare(cwd, env)  # for the next command, while the model reads this one
     return run.result(started, timeout_ms if timed_out else None)
+
+
+async def _launch(
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str] | None,
+    pass_fds: Collection[int],
+    *,
+    reap: bool,
+    tree: _cgroup.CgroupTree | None,
+    standby: ShellStandby | None,
+) -> tuple[asyncio.SubprocessTransport, ExecProtocol, str | None]:
+    """The command's process, started (in a cgroup of its own where ``tree`` is given:
+    the standby's shell when it fits); raises ``OSError`` when it cannot start."""
+    if tree is not None and standby is not None and env is not None and not pass_fds:
+        spare = await standby.take(argv, cwd, env)
+        if spare is not None:  # registered with the reaper since it started
+            return spare.transport, spare.protocol, spare.cgroup
+    own_cgroup = tree.new_command() if tree is not None else None
+    spawned = argv if own_cgroup is None else _cgroup.enter_argv(own_cgroup, argv, cwd, env)
+    try:
+        transport, protocol = await asyncio.get_running_loop().subprocess_exec(
+            ExecProtocol,
+            *spawned,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,  # own process group (pgid == pid), no controlling tty
+            pass_fds=tuple(pass_fds),
+        )
+    except OSError:
+        _release(own_cgroup)
+        raise
+    if reap:
+        # At once, in the spawning thread: one pipe write, the reaper runs already.
+        tell_reaper(functools.partial(reaper().register, transport.get_pid()))
+    return transport, protocol, own_cgroup
 
 
 def _release(cgroup: str | None) -> None:
     tree = reaper().cgroups
     if cgroup is not None and tree is not None:
         tree.release(cgroup)
-
-
-def _tell_reaper(action: Callable[[], None]) -> None:
-    """Start the reaper, or (un)register a group; a reaper that cannot start costs a
-    warning, not the run.
-
-    Without it the command still ends with the call (timeouts, cancellation and
-    the group kill are ours); only a SIGKILL of this process would orphan it.
-    """
-    try:
-        action()
-    except OSError as exc:
-        _log.warning("exec.reaper_unavailable", error=str(exc))
 
 
 def _check_arguments(
@@ -256,44 +272,6 @@ def _check_arguments(
         raise ValueError(f"timeout_ms must be >= 0, got {timeout_ms}")
     if capture_limit < 0:
         raise ValueError(f"capture_limit must be >= 0, got {capture_limit}")
-
-
-class _ExecProtocol(asyncio.SubprocessProtocol):
-    """Feeds each pipe into a StreamReader and exposes the main process's exit.
-
-    asyncio's own ``Process.wait()`` only resolves once the pipes are closed too,
-    which never happens while a background job holds them; ``exited`` resolves
-    as soon as the main process has been reaped.
-    """
-
-    def __init__(self) -> None:
-        self.stdout = asyncio.StreamReader(limit=_READER_LIMIT)
-        self.stderr = asyncio.StreamReader(limit=_READER_LIMIT)
-        self.exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._readers = {1: self.stdout, 2: self.stderr}
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        for fd, reader in self._readers.items():
-            pipe = transport.get_pipe_transport(fd)
-            if pipe is not None:
-                # Lets the reader pause this pipe while its buffer is full.
-                reader.set_transport(pipe)
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        assert isinstance(data, bytes)
-        self._readers[fd].feed_data(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        reader = self._readers[fd]
-        if exc is None:
-            reader.feed_eof()
-        else:
-            reader.set_exception(exc)
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
 
 
 class _Capture:
@@ -323,7 +301,7 @@ class _Run:
     def __init__(
         self,
         transport: asyncio.SubprocessTransport,
-        protocol: _ExecProtocol,
+        protocol: ExecProtocol,
         capture: _Capture,
         max_chunk: int,
         on_output: OnOutput | None,

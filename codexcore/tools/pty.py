@@ -35,13 +35,12 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 from codexcore._logging import get_logger
-from codexcore.tools._reaper import REAPER_ENV_VAR, reaper
+from codexcore.tools._reaper import REAPER_ENV_VAR, reaper, tell_reaper
 from codexcore.tools.exec import (
     EXIT_TIMEOUT,
     CommandInterrupted,
     ExecResult,
     _kill_group,
-    _tell_reaper,
     _wait_until_group_gone,
 )
 
@@ -153,7 +152,7 @@ class PtyCommand:
     async def _end_group(self) -> None:
         if _kill_group(self.pgid, signal.SIGKILL):
             await _wait_until_group_gone(self.pgid)
-        _tell_reaper(functools.partial(reaper().unregister, self.pgid))
+        tell_reaper(functools.partial(reaper().unregister, self.pgid))
 
     def _close(self) -> None:
         if self._master >= 0:
@@ -192,7 +191,7 @@ async def start_in_pty(
     try:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         os.set_blocking(master, False)
-        _tell_reaper(reaper().ensure_started)
+        tell_reaper(reaper().ensure_started)
         marked = {**(os.environ if env is None else env), REAPER_ENV_VAR: reaper().token}
         marked.setdefault("TERM", "xterm-256color")
         spawned: list[str] = [*SETSID, *argv]
@@ -217,7 +216,7 @@ async def start_in_pty(
         raise
     finally:
         os.close(slave)  # the child holds it now: its last close is the master's EOF
-    _tell_reaper(functools.partial(reaper().register, process.pid))
+    tell_reaper(functools.partial(reaper().register, process.pid))
     _log.debug("pty.started", argv=list(argv), pid=process.pid)
     return PtyCommand(process, master, on_output)
 

@@ -1,0 +1,223 @@
+"""A shell that has already entered a fresh cgroup, waiting for the one command it becomes.
+
+Entering a cgroup (a write to ``cgroup.procs``) takes the kernel's
+``cgroup_threadgroup_rwsem`` for writing, and once that has been idle for a grace
+period, the write waits for an RCU grace period: measured here at 13 to 25 ms per
+command when commands come 20 to 100 ms apart, as an agent's do, against ~1 ms back
+to back. ``_cgroup.enter_argv`` pays it on the command's path. A standby pays it
+ahead: after a command, the next shell is started in a cgroup of its own, moves
+itself in (``_cgroup``'s own line), then reads the command line from its stdin, a
+pipe, with ``.``; the command is ``exec``'d with ``/dev/null`` as its stdin, as
+``run_command`` gives every command.
+
+Only an exact match is taken: the same working directory (the same directory, not
+only the same path), the same environment, nothing passed but the pipes, an
+``argv[0]`` that the shell's ``exec`` runs unchanged, a command line that fits the
+pipe at once. Anything else takes the direct path, as does every command after a
+standby that died before it was used (the shell here cannot read its stdin, say):
+standbys are then no longer started.
+
+One standby at a time: a Session owns one (``Session.standby``) and closes it with
+its shell commands. It is a process group registered with the reaper and a cgroup
+in the reaper's tree, so a dying server takes it along like any command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from codexcore._logging import get_logger
+from codexcore.tools import _cgroup
+from codexcore.tools._exec_protocol import ExecProtocol
+from codexcore.tools._reaper import reaper, tell_reaper
+
+__all__ = ["ShellStandby", "Spare"]
+
+_log = get_logger(__name__)
+
+# $0 is the cgroup's cgroup.procs. The move first, then the command line from stdin
+# (a pipe; the shell opens it again as a file of its own, closed on exec).
+_WAIT: Final = '{ echo $$ >"$0"; } 2>/dev/null; . /dev/stdin'
+# What the pipe holds at once without blocking the writer (Linux: 64 KiB).
+_LINE_LIMIT: Final = 60 * 1024
+# How long an ended shell may take to be reaped (SIGKILLed: a few ms).
+_EXIT_WAIT_S: Final = 1.0
+
+
+class Spare:
+    """One waiting shell: its process (already an asyncio subprocess), its cgroup, and
+    what it was started for."""
+
+    def __init__(
+        self,
+        transport: asyncio.SubprocessTransport,
+        protocol: ExecProtocol,
+        cgroup: str,
+        env: Mapping[str, str],
+        control: int,
+    ) -> None:
+        self.transport = transport
+        self.protocol = protocol
+        self.cgroup = cgroup
+        self.env = dict(env)
+        self.control = control  # the write end of its stdin
+        self.pgid = transport.get_pid()
+
+    def alive(self) -> bool:
+        return self.transport.get_returncode() is None and not self.protocol.exited.done()
+
+    def in_directory(self, cwd: str) -> bool:
+        """Whether the shell's working directory is ``cwd`` (the directory, not the name)."""
+        try:
+            here, there = os.stat(f"/proc/{self.pgid}/cwd"), os.stat(cwd)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+    def start(self, argv: Sequence[str]) -> bool:
+        """Hand the shell its command line; False (the shell untouched) if it is too
+        long for the pipe."""
+        line = b"exec " + b" ".join(map(_quoted, argv)) + b" </dev/null\n"
+        if len(line) > _LINE_LIMIT:
+            return False
+        try:
+            written = os.write(self.control, line)
+        except OSError:
+            return False
+        if written != len(line):  # never for a first write this short; still: not ours
+            return False
+        os.close(self.control)
+        self.control = -1
+        return True
+
+    async def end(self) -> None:
+        """Kill the shell, wait (briefly) until it is reaped, then forget its group and
+        remove its cgroup."""
+        if self.control >= 0:
+            os.close(self.control)
+            self.control = -1
+        self.transport.close()  # SIGKILLs the shell if it still runs
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.protocol.exited), _EXIT_WAIT_S)
+        finally:  # cancelled too: a cgroup still busy is removed later (release's retry)
+            tell_reaper(functools.partial(reaper().unregister, self.pgid))
+            tree = reaper().cgroups
+            if tree is not None:
+                tree.release(self.cgroup)
+
+
+class ShellStandby:
+    """The standby of one owner (a Session): :meth:`take` it for a command, then
+    :meth:`prepare` the next; :meth:`aclose` at the end (and after it, as new)."""
+
+    def __init__(self) -> None:
+        self._spare: Spare | None = None
+        self._preparing: asyncio.Task[None] | None = None
+        self._wanted: tuple[str, dict[str, str]] | None = None  # asked for meanwhile
+        self._given_up = False
+
+    async def take(self, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Spare | None:
+        """The waiting shell, now running ``argv``; None where it does not fit exactly
+        (the caller then starts the command directly)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        if not spare.alive():
+            self._give_up("a standby shell ended before it was used")
+            await spare.end()
+            return None
+        if not (_fits(argv, cwd, env, spare) and spare.start(argv)):
+            self._spare = spare  # still good for the next command that fits
+            return None
+        return spare
+
+    def prepare(self, cwd: str, env: Mapping[str, str]) -> None:
+        """Have a shell wait for the next command in ``cwd`` with ``env`` (started in the
+        background; one waiting for other ones is ended). Asked again while one starts,
+        the last ask is served once it is there."""
+        if self._given_up:
+            return
+        if self._preparing is not None:
+            self._wanted = (cwd, dict(env))
+            return
+        old = self._spare
+        if old is not None and old.env == env and old.in_directory(cwd):
+            return
+        self._spare = None
+        self._preparing = asyncio.create_task(self._replace(old, cwd, dict(env)))
+        self._preparing.add_done_callback(self._prepared)
+
+    async def aclose(self) -> None:
+        """End the waiting shell, once the one starting (a few ms) is there. Not
+        cancelled halfway: a shell killed but never reaped would outlive the loop."""
+        self._wanted = None
+        while (preparing := self._preparing) is not None:
+            await asyncio.wait({preparing})
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await spare.end()
+
+    async def _replace(self, old: Spare | None, cwd: str, env: dict[str, str]) -> None:
+        if old is not None:
+            await old.end()
+        await self._start(cwd, env)
+
+    async def _start(self, cwd: str, env: dict[str, str]) -> None:
+        tree = reaper().cgroups
+        cgroup = tree.new_command() if tree is not None else None
+        if tree is None or cgroup is None:
+            return
+        read_end, write_end = os.pipe()
+        try:
+            transport, protocol = await asyncio.get_running_loop().subprocess_exec(
+                ExecProtocol,
+                *[_cgroup.SHELL, "-c", _WAIT, os.path.join(cgroup, "cgroup.procs")],
+                stdin=read_end,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(write_end)
+            tree.release(cgroup)
+            raise
+        finally:
+            os.close(read_end)
+        spare = Spare(transport, protocol, cgroup, env, write_end)
+        tell_reaper(functools.partial(reaper().register, spare.pgid))
+        self._spare = spare
+
+    def _prepared(self, task: asyncio.Task[None]) -> None:
+        self._preparing = None
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._give_up(f"cannot start a standby shell: {exc}")
+        wanted, self._wanted = self._wanted, None
+        if wanted is not None:
+            self.prepare(*wanted)
+
+    def _give_up(self, reason: str) -> None:
+        self._given_up = True
+        _log.debug("exec.standby_off", reason=reason)
+
+
+def _fits(argv: Sequence[str], cwd: str, env: Mapping[str, str], spare: Spare) -> bool:
+    """Whether the shell's ``exec`` runs ``argv`` exactly as a direct spawn would."""
+    if not argv or argv[0].startswith("-") or any("\0" in arg for arg in argv):
+        return False  # an option to exec in some shells; a spawn refuses NUL itself
+    if not _cgroup.runnable(argv[0], cwd, env):
+        return False  # the direct path names what cannot run, as ever
+    return env == spare.env and spare.in_directory(cwd)
+
+
+def _quoted(arg: str) -> bytes:
+    """``arg`` as one shell word: single quotes keep every byte but their own."""
+    return b"'" + os.fsencode(arg).replace(b"'", b"'\\''") + b"'"
