@@ -10,7 +10,6 @@ import attrs
 
 from ..protocol import AbortReason, StopKind, TaskComplete, TokenUsage, TokenUsageInfo
 from ..tools._sandbox_status import SandboxStatus
-from ..tools._standby import ShellStandby
 from ._approvals import Approvals
 from ._clients import ModelClientPool
 from ._config import SessionConfig
@@ -20,6 +19,7 @@ from ._rollout import RolloutWriter, config_record, journal
 
 if TYPE_CHECKING:
     from ..model import ModelClient
+    from ..tools._standby import ShellStandby
     from ..tools.pty import PtyCommand
     from ._mcp import McpManager
 
@@ -121,8 +121,7 @@ class Session:
         self.shells: set[asyncio.Task[None]] = set()
         # Those of them running in a terminal, by call id (write_pty writes to them).
         self.terminals: dict[str, PtyCommand] = {}
-        # A shell already in the next unconfined command's cgroup (the move costs ~20 ms).
-        self.standby = ShellStandby()
+        self._standby: ShellStandby | None = None  # made with the first Task's tools
         self._clients = clients
         self.sandbox: SandboxStatus | None = None  # probed when a policy wants confinement
         self.mcp: McpManager | None = None  # started with the Session when servers are configured
@@ -172,4 +171,15 @@ class Session:
             shell.cancel()
         if shells:
             await asyncio.wait(shells)
-        await self.standby.aclose()
+        if self._standby is not None:
+            await self._standby.aclose()
+
+    @property
+    def standby(self) -> ShellStandby:
+        """The shell already in the next unconfined command's cgroup (moving a process
+        into a cgroup waits ~20 ms once commands come apart: ``tools._standby``)."""
+        if self._standby is None:
+            from ..tools._standby import ShellStandby  # with the tools, not the Session
+
+            self._standby = ShellStandby()
+        return self._standby
