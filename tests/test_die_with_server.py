@@ -196,7 +196,8 @@ async def test_sigkill_of_the_server_ends_the_shell_waiting_for_its_next_command
 ) -> None:
     if why := cgroups_usable():
         pytest.skip(why)
-    model = ScriptedModel([shell_call(["true"], call_id="c1"), text_response("done")])
+    # No command yet: the shell is readied while the model answers the first request.
+    model = ScriptedModel([text_response("done")])
     async with ScriptedResponsesServer(model) as http:
         server = await _start_unconfined(tmp_path, http.base_url)
         try:

@@ -135,6 +135,7 @@ class ToolRouter:
     async def specs(self) -> list[dict[str, Any]]:
         """The tools the next request offers: the built-in ones, then the MCP servers'
         (once their startup has settled: the first Turn waits at most that long)."""
+        self._ready_a_shell()
         builtin = [*TOOLS, ask.ASK_USER_TOOL] if self._config.ask_user else list(TOOLS)
         functions = [tool.spec for tool in self._functions.values()]
         if self._dynamic:
@@ -199,6 +200,17 @@ class ToolRouter:
         except ApprovalWithdrawn:
             output = NOT_ASKED
         return function_output(call_id, output)
+
+    def _ready_a_shell(self) -> None:
+        """An unconfined command runs in a cgroup of its own, which costs ~20 ms to
+        enter: have a shell enter the next one while the model answers."""
+        unconfined_here = (
+            self._spec.mode == "danger-full-access"
+            and self._engine.command_runner is None
+            and not self._engine.pty_commands
+        )
+        if self._standby is not None and unconfined_here:
+            self._standby.prepare(self._config.cwd, command_environment())
 
     def _names(self) -> str:
         return ", ".join([TOOL_NAMES, *self._functions, *self._dynamic])

@@ -17,9 +17,12 @@ pipe at once. Anything else takes the direct path, as does every command after a
 standby that died before it was used (the shell here cannot read its stdin, say):
 standbys are then no longer started.
 
-One standby at a time: a Session owns one (``Session.standby``) and closes it with
-its shell commands. It is a process group registered with the reaper and a cgroup
-in the reaper's tree, so a dying server takes it along like any command.
+One standby at a time: a Session owns one (``Session.standby``), readies it when a
+Task that runs commands unconfined asks the model (so that the first command finds
+it too) and after every such command, and closes it with its shell commands. It is
+a process group registered with the reaper and a cgroup in the reaper's tree, and
+holds the only reader of its pipe, so a dying server takes it along like any
+command.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Final
 from codexcore._logging import get_logger
 from codexcore.tools import _cgroup
 from codexcore.tools._exec_protocol import ExecProtocol
-from codexcore.tools._reaper import reaper, tell_reaper
+from codexcore.tools._reaper import REAPER_ENV_VAR, reaper, tell_reaper
 
 __all__ = ["ShellStandby", "Spare"]
 
@@ -142,10 +145,11 @@ class ShellStandby:
         """Have a shell wait for the next command in ``cwd`` with ``env`` (started in the
         background; one waiting for other ones is ended). Asked again while one starts,
         the last ask is served once it is there."""
-        if self._given_up:
+        if self._given_up or not os.path.isdir(cwd):
             return
+        env = {**env, REAPER_ENV_VAR: reaper().token}  # as run_command marks every command
         if self._preparing is not None:
-            self._wanted = (cwd, dict(env))
+            self._wanted = (cwd, env)
             return
         old = self._spare
         if old is not None and old.env == env and old.in_directory(cwd):
@@ -170,6 +174,7 @@ class ShellStandby:
         await self._start(cwd, env)
 
     async def _start(self, cwd: str, env: dict[str, str]) -> None:
+        tell_reaper(reaper().ensure_started)  # a no-op after the first command
         tree = reaper().cgroups
         cgroup = tree.new_command() if tree is not None else None
         if tree is None or cgroup is None:
