@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 
 from codexcore.tools import _cgroup
 from codexcore.tools._reaper import REAPER_ENV_VAR
+from codexcore.tools._standby import command_line
 from codexcore.tools.exec import ShellStandby, run_command
 
 from .test_cgroup import ESCAPE, _alive, _tree
@@ -178,3 +180,21 @@ async def test_closing_kills_the_waiting_shell_and_removes_its_cgroup(
 
 def _removed(cgroup: str) -> bool:
     return not os.path.exists(cgroup) or _cgroup.remove(cgroup)
+
+
+def test_a_command_line_cut_short_runs_nothing(tmp_path: Path) -> None:
+    """A short write ends the shell before it sees EOF; even with EOF, a line cut
+    anywhere before its last character is an unclosed brace group, not a command."""
+    marker = tmp_path / "ran"
+    line = command_line(["sh", "-c", f"echo ran > {marker}", "x y"])
+    for cut in range(len(line) - 1):
+        done = subprocess.run(
+            [_cgroup.SHELL, "-c", ". /dev/stdin"],
+            input=line[:cut],
+            capture_output=True,
+            timeout=WAIT_S,
+            check=False,
+        )
+        assert not marker.exists(), f"{line[:cut]!r} ran (exit {done.returncode})"
+    subprocess.run([_cgroup.SHELL, "-c", ". /dev/stdin"], input=line, timeout=WAIT_S, check=True)
+    assert marker.read_text() == "ran\n"  # whole, it runs

@@ -40,7 +40,7 @@ from codexcore.tools import _cgroup
 from codexcore.tools._exec_protocol import ExecProtocol
 from codexcore.tools._reaper import REAPER_ENV_VAR, reaper, tell_reaper
 
-__all__ = ["ShellStandby", "Spare"]
+__all__ = ["ShellStandby", "Spare", "command_line"]
 
 _log = get_logger(__name__)
 
@@ -83,17 +83,16 @@ class Spare:
             return False
         return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
-    def start(self, argv: Sequence[str]) -> bool:
-        """Hand the shell its command line; False (the shell untouched) if it is too
-        long for the pipe."""
-        line = b"exec " + b" ".join(map(_quoted, argv)) + b" </dev/null\n"
-        if len(line) > _LINE_LIMIT:
-            return False
+    def start(self, line: bytes) -> bool:
+        """Hand the shell its command line (:func:`command_line`); False if the pipe did
+        not take all of it at once (then the shell must be ended, never reused)."""
         try:
             written = os.write(self.control, line)
         except OSError:
             return False
-        if written != len(line):  # never for a first write this short; still: not ours
+        if written != len(line):
+            # Short (a pipe shrunk by the user's pipe quota): no EOF before end() has
+            # killed it, and what arrived is an unclosed brace group: nothing runs.
             return False
         os.close(self.control)
         self.control = -1
@@ -102,10 +101,10 @@ class Spare:
     async def end(self) -> None:
         """Kill the shell, wait (briefly) until it is reaped, then forget its group and
         remove its cgroup."""
-        if self.control >= 0:
+        self.transport.close()  # SIGKILLs the shell if it still runs
+        if self.control >= 0:  # after the kill: EOF first would let the shell go on
             os.close(self.control)
             self.control = -1
-        self.transport.close()  # SIGKILLs the shell if it still runs
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.protocol.exited), _EXIT_WAIT_S)
@@ -136,8 +135,12 @@ class ShellStandby:
             self._give_up("a standby shell ended before it was used")
             await spare.end()
             return None
-        if not (_fits(argv, cwd, env, spare) and spare.start(argv)):
+        line = command_line(argv)
+        if len(line) > _LINE_LIMIT or not _fits(argv, cwd, env, spare):
             self._spare = spare  # still good for the next command that fits
+            return None
+        if not spare.start(line):
+            await spare.end()
             return None
         return spare
 
@@ -197,6 +200,7 @@ class ShellStandby:
             raise
         finally:
             os.close(read_end)
+        os.set_blocking(write_end, False)  # a write never holds the loop
         spare = Spare(transport, protocol, cgroup, env, write_end)
         tell_reaper(functools.partial(reaper().register, spare.pgid))
         self._spare = spare
@@ -221,6 +225,12 @@ def _fits(argv: Sequence[str], cwd: str, env: Mapping[str, str], spare: Spare) -
     if not _cgroup.runnable(argv[0], cwd, env):
         return False  # the direct path names what cannot run, as ever
     return env == spare.env and spare.in_directory(cwd)
+
+
+def command_line(argv: Sequence[str]) -> bytes:
+    """What the waiting shell reads: ``argv`` exec'd with stdin from /dev/null, in a
+    brace group, so that a line cut short anywhere is a syntax error, never a command."""
+    return b"{ exec " + b" ".join(map(_quoted, argv)) + b" </dev/null; }\n"
 
 
 def _quoted(arg: str) -> bytes:
