@@ -76,10 +76,18 @@ class Connection:
     async def notify(self, notes: list[Note]) -> None:
         """Send notifications; once the client is gone they are dropped, so a thread's
         follower goes on taking its session's events (the session must not wait on us)."""
-        lines = [notification(m, p) for m, p in notes if m not in self.opt_out]
+        await self.send(self.encode(notes))
+
+    def encode(self, notes: list[Note]) -> bytes:
+        """The lines of ``notes``, but for the methods the client opted out of."""
+        opt_out = self.opt_out
+        return b"".join([notification(m, p) for m, p in notes if m not in opt_out])
+
+    async def send(self, lines: bytes) -> None:
+        """Write notification lines (:meth:`encode`); dropped once the client is gone."""
         if lines and not self._closed:
             try:
-                await self.write(b"".join(lines))
+                await self.write(lines)
             except (ConnectionError, OSError) as exc:
                 log.info("client gone: notifications dropped", error=str(exc))
                 self._closed = True

@@ -56,6 +56,14 @@ class Client(Protocol):
 
     async def notify(self, notes: list[Note]) -> None: ...
 
+    def encode(self, notes: list[Note]) -> bytes:
+        """Notifications as the lines :meth:`send` writes (those opted out left out)."""
+        ...
+
+    async def send(self, lines: bytes) -> None:
+        """Write lines of :meth:`encode` (dropped once the client is gone)."""
+        ...
+
     async def request(
         self, method: str, params: dict[str, Any], sent: Callable[[Any], None] | None = None
     ) -> tuple[Any, Response]: ...
@@ -160,20 +168,33 @@ class AppThread:
     async def _follow(self) -> None:
         """Take the session's events until it ends. One event that cannot be mapped is
         logged and skipped: a follower that stopped taking would hold the engine (the
-        attachment is lossless), and the thread would go silent."""
+        attachment is lossless), and the thread would go silent.
+
+        The notifications of one batch of events go out in one write (one syscall, one
+        wake-up of the client for a burst), in order, before anything else is written."""
         attachment = self.attachment
         try:
             while frames := await attachment.take():
+                lines: list[bytes] = []
                 for frame in frames:
                     if not isinstance(frame, Out):
                         log.info("session notice", notice=type(frame).__name__, thread_id=self.id)
                         continue
                     try:
-                        await self._handle(decode_event(frame.data))
+                        # Live frames carry the event itself (attach(events=True)).
+                        event = frame.event or decode_event(frame.data)
+                        await self._handle(event, lines)
                     except Exception:
                         log.exception("event not mapped", thread_id=self.id)
+                await self._send(lines)
         finally:
             self._fail_waiters()
+
+    async def _send(self, lines: list[bytes]) -> None:
+        if lines:
+            data = b"".join(lines)
+            lines.clear()
+            await self.client.send(data)
 
     def _fail_waiters(self) -> None:
         for _, future in self._waiters.values():
@@ -183,7 +204,9 @@ class AppThread:
             if not ended.done():
                 ended.set_result(None)
 
-    async def _handle(self, event: Event) -> None:
+    async def _handle(self, event: Event, lines: list[bytes]) -> None:
+        """Map one event: its notifications join ``lines``, encoded (the caller sends
+        them; or they go here first when something else must be written after them)."""
         msg = event.msg
         waiter = self._waiters.get(event.id)
         if waiter is not None and (msg.TYPE in waiter[0] or msg.TYPE == "error"):
@@ -196,7 +219,7 @@ class AppThread:
             self.id = self.mapper.thread_id = msg.session_id
         notes = self.mapper.feed(event)
         if notes:
-            await self.client.notify(notes)
+            lines.append(self.client.encode(notes))
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             if event.id in self.mapper.turns:
                 self._ask(event.id, msg)
@@ -204,6 +227,7 @@ class AppThread:
             if event.id in self.mapper.turns:
                 self.tool_calls.ask(event.id, msg)
         elif isinstance(msg, McpToolCallEnd):
+            await self._send(lines)  # serverRequest/resolved follows the item's end
             await self.tool_calls.ended(msg.call_id)
         elif msg.TYPE in TERMINAL_EVENT_TYPES:
             future = self._turn_ends.get(event.id)
