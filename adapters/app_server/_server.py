@@ -92,6 +92,25 @@ class Connection:
                 log.info("client gone: notifications dropped", error=str(exc))
                 self._closed = True
 
+    def send_now(self, lines: bytes) -> bool:
+        """:meth:`send` without waiting (the pump's step writes): whether the transport
+        took everything (False: drain before writing more this way)."""
+        if lines and not self._closed:
+            try:
+                self.conduit.write(lines)
+            except (ConnectionError, OSError) as exc:
+                log.info("client gone: notifications dropped", error=str(exc))
+                self._closed = True
+        return self._closed or self.conduit.pending() == 0
+
+    async def drain(self) -> None:
+        if not self._closed:
+            try:
+                await self.conduit.drain()
+            except (ConnectionError, OSError) as exc:
+                log.info("client gone: notifications dropped", error=str(exc))
+                self._closed = True
+
     async def answer(self, rid: RequestId, result: Any) -> None:
         await self.write(response(rid, result))
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from codexcore._logging import get_logger
-from codexcore.adapters.host import Attachment, NotAccepted, Out
+from codexcore.adapters.host import Attachment, Frame, NotAccepted, Out
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
     ApplyPatchApprovalRequest,
@@ -64,6 +64,14 @@ class Client(Protocol):
         """Write lines of :meth:`encode` (dropped once the client is gone)."""
         ...
 
+    def send_now(self, lines: bytes) -> bool:
+        """:meth:`send` without waiting: whether the transport took them all."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait while the transport is over its limit (not once the client is gone)."""
+        ...
+
     async def request(
         self, method: str, params: dict[str, Any], sent: Callable[[Any], None] | None = None
     ) -> tuple[Any, Response]: ...
@@ -87,6 +95,8 @@ class AppThread:
         self._asking: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self.tool_calls = ToolCalls(self)
+        self._stash: list[Frame] | None = None  # frames the pump's step left to the follower
+        self._behind = False  # the pump's step left bytes unsent: drain before the next
         self.follower = asyncio.create_task(self._follow(), name=f"app-server-{self.id}")
 
     # --- engine calls --------------------------------------------------------------------
@@ -170,25 +180,66 @@ class AppThread:
         logged and skipped: a follower that stopped taking would hold the engine (the
         attachment is lossless), and the thread would go silent.
 
+        While it waits, the pump's step hands it the new events at once (:meth:`_direct`);
+        it maps them itself when they need waiting on, or when the client reads slowly.
         The notifications of one batch of events go out in one write (one syscall, one
         wake-up of the client for a burst), in order, before anything else is written."""
         attachment = self.attachment
         try:
-            while frames := await attachment.take():
+            while True:
+                frames, self._stash = self._stash or attachment.poll(), None
+                if frames is None:
+                    if self._behind:  # what the pump's step wrote has not all gone out
+                        self._behind = False
+                        await self.client.drain()
+                    await attachment.wait(self._direct)
+                    continue
+                if not frames:
+                    return
                 lines: list[bytes] = []
                 for frame in frames:
-                    if not isinstance(frame, Out):
-                        log.info("session notice", notice=type(frame).__name__, thread_id=self.id)
-                        continue
+                    event = self._event_of(frame)
                     try:
-                        # Live frames carry the event itself (attach(events=True)).
-                        event = frame.event or decode_event(frame.data)
-                        await self._handle(event, lines)
+                        if event is not None:
+                            await self._handle(event, lines)
                     except Exception:
                         log.exception("event not mapped", thread_id=self.id)
                 await self._send(lines)
         finally:
             self._fail_waiters()
+
+    def _direct(self, frames: list[Frame]) -> bool:
+        """Map and write ``frames`` now, in the pump's step (one task switch less a batch).
+        From the first that must wait on something (a client tool call to stop asking)
+        on, they are left to the follower, in order. False: the follower takes over (it
+        has frames left, or the transport has bytes left unsent)."""
+        lines: list[bytes] = []
+        for n, frame in enumerate(frames):
+            event = self._event_of(frame)
+            if event is None:
+                continue
+            msg = event.msg
+            if isinstance(msg, McpToolCallEnd) and self.tool_calls.asking(msg.call_id):
+                self._stash = frames[n:]
+                break
+            try:
+                self._map(event, lines)
+            except Exception:
+                log.exception("event not mapped", thread_id=self.id)
+        idle = self.client.send_now(b"".join(lines))
+        self._behind = not idle
+        return idle and self._stash is None
+
+    def _event_of(self, frame: Frame) -> Event | None:
+        if not isinstance(frame, Out):
+            log.info("session notice", notice=type(frame).__name__, thread_id=self.id)
+            return None
+        try:
+            # Live frames carry the event itself (attach(events=True)).
+            return frame.event or decode_event(frame.data)
+        except Exception:
+            log.exception("event not mapped", thread_id=self.id)
+            return None
 
     async def _send(self, lines: list[bytes]) -> None:
         if lines:
@@ -207,13 +258,20 @@ class AppThread:
     async def _handle(self, event: Event, lines: list[bytes]) -> None:
         """Map one event: its notifications join ``lines``, encoded (the caller sends
         them; or they go here first when something else must be written after them)."""
+        if self._map(event, lines) and isinstance(event.msg, McpToolCallEnd):
+            await self._send(lines)  # serverRequest/resolved follows the item's end
+            await self.tool_calls.ended(event.msg.call_id)
+
+    def _map(self, event: Event, lines: list[bytes]) -> bool:
+        """:meth:`_handle` but for its waiting: False when the event answered a
+        :meth:`call` (nothing more to do)."""
         msg = event.msg
         waiter = self._waiters.get(event.id)
         if waiter is not None and (msg.TYPE in waiter[0] or msg.TYPE == "error"):
             del self._waiters[event.id]
             if not waiter[1].done():
                 waiter[1].set_result(msg)
-            return
+            return False
         if isinstance(msg, SessionConfigured):
             self.configured = msg
             self.id = self.mapper.thread_id = msg.session_id
@@ -226,13 +284,11 @@ class AppThread:
         elif isinstance(msg, DynamicToolCallRequest):
             if event.id in self.mapper.turns:
                 self.tool_calls.ask(event.id, msg)
-        elif isinstance(msg, McpToolCallEnd):
-            await self._send(lines)  # serverRequest/resolved follows the item's end
-            await self.tool_calls.ended(msg.call_id)
         elif msg.TYPE in TERMINAL_EVENT_TYPES:
             future = self._turn_ends.get(event.id)
             if future is not None and not future.done():
                 future.set_result(None)
+        return True
 
     # --- approvals -----------------------------------------------------------------------
 
