@@ -36,6 +36,7 @@ from ._wire import (
     RequestId,
     Response,
     error_response,
+    invalid_params,
     notification,
     parse,
     request,
@@ -133,8 +134,6 @@ class Connection:
     # --- threads ----------------------------------------------------------------------------
 
     def thread(self, thread_id: str) -> AppThread:
-        from ._wire import invalid_params
-
         for thread in self.threads.values():
             if thread.id == thread_id:
                 return thread

@@ -137,6 +137,7 @@ class AppThread:
             for turn in self.mapper.turns.values():
                 if turn.completed_at is None:
                     turn.status, turn.completed_at = "interrupted", turn.started_at
+            self.mapper.unfinished.clear()
 
     def ask_waiting(self) -> None:
         """Ask this client what the live session's Tasks wait on: approvals and client
@@ -158,10 +159,9 @@ class AppThread:
         return [turn.wire() for turn in self.mapper.turns.values()]
 
     def running_turn(self) -> str | None:
-        for turn in self.mapper.turns.values():
-            if turn.completed_at is None:
-                return turn.id
-        return None
+        """The oldest turn not completed (kept as they start and end: a long thread's
+        turn/start does not read all its turns)."""
+        return next(iter(self.mapper.unfinished), None)
 
     def turn_end(self, turn_id: str) -> asyncio.Future[None]:
         """Done when the turn has ended (at once if it has)."""
