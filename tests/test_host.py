@@ -307,6 +307,35 @@ async def test_a_caught_up_replay_turns_live_with_nothing_missed() -> None:
         await host.aclose()
 
 
+async def test_an_attachment_that_asks_for_events_gets_the_published_ones_live_only() -> None:
+    """events=True: live frames carry the very Event published beside its bytes (an
+    in-process dialect maps it without decoding); replayed frames, the replay buffer
+    and other attachments' frames carry bytes only."""
+    host = await started_host()
+    try:
+        mapper = await host.attach(token=None, lossless=True, events=True)
+        plain = await host.attach(token=None, session_id=mapper.session_id, control=False)
+        session = mapper.session
+        first = Event("t", session.next_seq, AgentMessage("first"))
+        session.publish(first)
+        frames = _outs(await mapper.take())
+        assert [f.event for f in frames] == [first]
+        assert frames[0].data == encode_event(first)
+        assert [f.event for f in _outs(await plain.take())] == [None]
+        assert [out.event for out in session.ring] == [None]
+
+        late = await host.attach(
+            token=None, session_id=session.id, last_seq=-1, control=False, events=True
+        )
+        replayed = _outs(await late.take())
+        assert [(f.seq, f.event) for f in replayed] == [(first.seq, None)]
+        second = Event("t", session.next_seq, AgentMessageDelta("live"))
+        session.publish(second)
+        assert [f.event for f in _outs(await late.take())] == [second]
+    finally:
+        await host.aclose()
+
+
 async def test_control_goes_to_the_latest_client_that_asks() -> None:
     host = await started_host()
     try:

@@ -124,12 +124,14 @@ class TurnMapper:
         self.thread_id = thread_id
         self.cwd = cwd
         self.turns: dict[str, TurnRecord] = {}
+        self.unfinished: dict[str, None] = {}  # the turns not completed, oldest first
         self.declined: set[str] = set()  # calls the client declined: no command runs
 
     def feed(self, event: Event) -> list[Note]:
         msg = event.msg
         if isinstance(msg, TaskStarted):
             record = self.turns[event.id] = TurnRecord(event.id, now_ms())
+            self.unfinished[event.id] = None
             return [("turn/started", self._ids(record, turn=record.wire()))]
         turn = self.turns.get(event.id)
         if turn is None or turn.completed_at is not None:
@@ -363,6 +365,7 @@ class TurnMapper:
             notes.append(self.complete(turn, item))
         turn.message = turn.reasoning = None
         turn.status, turn.completed_at = status, now_ms()
+        self.unfinished.pop(turn.id, None)
         notes.append(("turn/completed", self._ids(turn, turn=turn.wire())))
         return notes
 

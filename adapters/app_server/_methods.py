@@ -72,6 +72,7 @@ async def _attach(conn: Connection, session_id: str | None = None) -> AppThread:
             session_id=session_id,
             last_seq=live.next_seq - 1 if live is not None else None,
             lossless=True,
+            events=True,  # the follower maps the events themselves: no decoding again
         )
     except HostRefusal as exc:
         raise AppError(INTERNAL_ERROR, exc.message, {"code": exc.code}) from None

@@ -36,6 +36,7 @@ from ._wire import (
     RequestId,
     Response,
     error_response,
+    invalid_params,
     notification,
     parse,
     request,
@@ -76,10 +77,37 @@ class Connection:
     async def notify(self, notes: list[Note]) -> None:
         """Send notifications; once the client is gone they are dropped, so a thread's
         follower goes on taking its session's events (the session must not wait on us)."""
-        lines = [notification(m, p) for m, p in notes if m not in self.opt_out]
+        await self.send(self.encode(notes))
+
+    def encode(self, notes: list[Note]) -> bytes:
+        """The lines of ``notes``, but for the methods the client opted out of."""
+        opt_out = self.opt_out
+        return b"".join([notification(m, p) for m, p in notes if m not in opt_out])
+
+    async def send(self, lines: bytes) -> None:
+        """Write notification lines (:meth:`encode`); dropped once the client is gone."""
         if lines and not self._closed:
             try:
-                await self.write(b"".join(lines))
+                await self.write(lines)
+            except (ConnectionError, OSError) as exc:
+                log.info("client gone: notifications dropped", error=str(exc))
+                self._closed = True
+
+    def send_now(self, lines: bytes) -> bool:
+        """:meth:`send` without waiting (the pump's step writes): whether the transport
+        took everything (False: drain before writing more this way)."""
+        if lines and not self._closed:
+            try:
+                self.conduit.write(lines)
+            except (ConnectionError, OSError) as exc:
+                log.info("client gone: notifications dropped", error=str(exc))
+                self._closed = True
+        return self._closed or self.conduit.pending() == 0
+
+    async def drain(self) -> None:
+        if not self._closed:
+            try:
+                await self.conduit.drain()
             except (ConnectionError, OSError) as exc:
                 log.info("client gone: notifications dropped", error=str(exc))
                 self._closed = True
@@ -106,8 +134,6 @@ class Connection:
     # --- threads ----------------------------------------------------------------------------
 
     def thread(self, thread_id: str) -> AppThread:
-        from ._wire import invalid_params
-
         for thread in self.threads.values():
             if thread.id == thread_id:
                 return thread

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from codexcore._logging import get_logger
-from codexcore.adapters.host import Attachment, NotAccepted, Out
+from codexcore.adapters.host import Attachment, Frame, NotAccepted, Out
 from codexcore.protocol import (
     TERMINAL_EVENT_TYPES,
     ApplyPatchApprovalRequest,
@@ -56,6 +56,22 @@ class Client(Protocol):
 
     async def notify(self, notes: list[Note]) -> None: ...
 
+    def encode(self, notes: list[Note]) -> bytes:
+        """Notifications as the lines :meth:`send` writes (those opted out left out)."""
+        ...
+
+    async def send(self, lines: bytes) -> None:
+        """Write lines of :meth:`encode` (dropped once the client is gone)."""
+        ...
+
+    def send_now(self, lines: bytes) -> bool:
+        """:meth:`send` without waiting: whether the transport took them all."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait while the transport is over its limit (not once the client is gone)."""
+        ...
+
     async def request(
         self, method: str, params: dict[str, Any], sent: Callable[[Any], None] | None = None
     ) -> tuple[Any, Response]: ...
@@ -79,6 +95,8 @@ class AppThread:
         self._asking: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self.tool_calls = ToolCalls(self)
+        self._stash: list[Frame] | None = None  # frames the pump's step left to the follower
+        self._behind = False  # the pump's step left bytes unsent: drain before the next
         self.follower = asyncio.create_task(self._follow(), name=f"app-server-{self.id}")
 
     # --- engine calls --------------------------------------------------------------------
@@ -119,6 +137,7 @@ class AppThread:
             for turn in self.mapper.turns.values():
                 if turn.completed_at is None:
                     turn.status, turn.completed_at = "interrupted", turn.started_at
+            self.mapper.unfinished.clear()
 
     def ask_waiting(self) -> None:
         """Ask this client what the live session's Tasks wait on: approvals and client
@@ -140,10 +159,9 @@ class AppThread:
         return [turn.wire() for turn in self.mapper.turns.values()]
 
     def running_turn(self) -> str | None:
-        for turn in self.mapper.turns.values():
-            if turn.completed_at is None:
-                return turn.id
-        return None
+        """The oldest turn not completed (kept as they start and end: a long thread's
+        turn/start does not read all its turns)."""
+        return next(iter(self.mapper.unfinished), None)
 
     def turn_end(self, turn_id: str) -> asyncio.Future[None]:
         """Done when the turn has ended (at once if it has)."""
@@ -160,20 +178,74 @@ class AppThread:
     async def _follow(self) -> None:
         """Take the session's events until it ends. One event that cannot be mapped is
         logged and skipped: a follower that stopped taking would hold the engine (the
-        attachment is lossless), and the thread would go silent."""
+        attachment is lossless), and the thread would go silent.
+
+        While it waits, the pump's step hands it the new events at once (:meth:`_direct`);
+        it maps them itself when they need waiting on, or when the client reads slowly.
+        The notifications of one batch of events go out in one write (one syscall, one
+        wake-up of the client for a burst), in order, before anything else is written."""
         attachment = self.attachment
         try:
-            while frames := await attachment.take():
+            while True:
+                frames, self._stash = self._stash or attachment.poll(), None
+                if frames is None:
+                    if self._behind:  # what the pump's step wrote has not all gone out
+                        self._behind = False
+                        await self.client.drain()
+                    await attachment.wait(self._direct)
+                    continue
+                if not frames:
+                    return
+                lines: list[bytes] = []
                 for frame in frames:
-                    if not isinstance(frame, Out):
-                        log.info("session notice", notice=type(frame).__name__, thread_id=self.id)
-                        continue
+                    event = self._event_of(frame)
                     try:
-                        await self._handle(decode_event(frame.data))
+                        if event is not None:
+                            await self._handle(event, lines)
                     except Exception:
                         log.exception("event not mapped", thread_id=self.id)
+                await self._send(lines)
         finally:
             self._fail_waiters()
+
+    def _direct(self, frames: list[Frame]) -> bool:
+        """Map and write ``frames`` now, in the pump's step (one task switch less a batch).
+        From the first that must wait on something (a client tool call to stop asking)
+        on, they are left to the follower, in order. False: the follower takes over (it
+        has frames left, or the transport has bytes left unsent)."""
+        lines: list[bytes] = []
+        for n, frame in enumerate(frames):
+            event = self._event_of(frame)
+            if event is None:
+                continue
+            msg = event.msg
+            if isinstance(msg, McpToolCallEnd) and self.tool_calls.asking(msg.call_id):
+                self._stash = frames[n:]
+                break
+            try:
+                self._map(event, lines)
+            except Exception:
+                log.exception("event not mapped", thread_id=self.id)
+        idle = self.client.send_now(b"".join(lines))
+        self._behind = not idle
+        return idle and self._stash is None
+
+    def _event_of(self, frame: Frame) -> Event | None:
+        if not isinstance(frame, Out):
+            log.info("session notice", notice=type(frame).__name__, thread_id=self.id)
+            return None
+        try:
+            # Live frames carry the event itself (attach(events=True)).
+            return frame.event or decode_event(frame.data)
+        except Exception:
+            log.exception("event not mapped", thread_id=self.id)
+            return None
+
+    async def _send(self, lines: list[bytes]) -> None:
+        if lines:
+            data = b"".join(lines)
+            lines.clear()
+            await self.client.send(data)
 
     def _fail_waiters(self) -> None:
         for _, future in self._waiters.values():
@@ -183,32 +255,40 @@ class AppThread:
             if not ended.done():
                 ended.set_result(None)
 
-    async def _handle(self, event: Event) -> None:
+    async def _handle(self, event: Event, lines: list[bytes]) -> None:
+        """Map one event: its notifications join ``lines``, encoded (the caller sends
+        them; or they go here first when something else must be written after them)."""
+        if self._map(event, lines) and isinstance(event.msg, McpToolCallEnd):
+            await self._send(lines)  # serverRequest/resolved follows the item's end
+            await self.tool_calls.ended(event.msg.call_id)
+
+    def _map(self, event: Event, lines: list[bytes]) -> bool:
+        """:meth:`_handle` but for its waiting: False when the event answered a
+        :meth:`call` (nothing more to do)."""
         msg = event.msg
         waiter = self._waiters.get(event.id)
         if waiter is not None and (msg.TYPE in waiter[0] or msg.TYPE == "error"):
             del self._waiters[event.id]
             if not waiter[1].done():
                 waiter[1].set_result(msg)
-            return
+            return False
         if isinstance(msg, SessionConfigured):
             self.configured = msg
             self.id = self.mapper.thread_id = msg.session_id
         notes = self.mapper.feed(event)
         if notes:
-            await self.client.notify(notes)
+            lines.append(self.client.encode(notes))
         if isinstance(msg, ExecApprovalRequest | ApplyPatchApprovalRequest):
             if event.id in self.mapper.turns:
                 self._ask(event.id, msg)
         elif isinstance(msg, DynamicToolCallRequest):
             if event.id in self.mapper.turns:
                 self.tool_calls.ask(event.id, msg)
-        elif isinstance(msg, McpToolCallEnd):
-            await self.tool_calls.ended(msg.call_id)
         elif msg.TYPE in TERMINAL_EVENT_TYPES:
             future = self._turn_ends.get(event.id)
             if future is not None and not future.done():
                 future.set_result(None)
+        return True
 
     # --- approvals -----------------------------------------------------------------------
 

@@ -86,6 +86,11 @@ class ToolCalls:
     def _resolved(self, request_id: Any) -> Note:
         return ("serverRequest/resolved", {"threadId": self.thread.id, "requestId": request_id})
 
+    def asking(self, call_id: str) -> bool:
+        """Whether the client is being asked for this call (:meth:`ended` has work)."""
+        pending = self._pending.get(call_id)
+        return pending is not None and pending.task is not None
+
     async def ended(self, call_id: str) -> None:
         """The engine closed the call (interrupted, timed out): stop asking the client."""
         pending = self._pending.pop(call_id, None)

@@ -46,6 +46,7 @@ from codexcore.engine import EngineClosed, Rejected
 from codexcore.protocol import (
     Closing,
     ConnectionMsg,
+    Event,
     Submission,
 )
 
@@ -95,6 +96,7 @@ class Attachment:
         "_cursor",
         "_direct",
         "_ending",
+        "_events",
         "_lossless",
         "_queue",
         "_room",
@@ -117,6 +119,7 @@ class Attachment:
         lossless: bool,
         send_buffer_bytes: int,
         cursor: int | None,
+        events: bool = False,
     ) -> None:
         self.session = session
         self.controller = controller
@@ -127,6 +130,7 @@ class Attachment:
         self.closed = False  # no more frames will be queued
         self.aborted = False  # drop the connection without flushing
         self._lossless = lossless
+        self._events = events  # live frames carry their Event (Out.event)
         self._queue: collections.deque[Frame] = collections.deque()
         self._bytes = 0
         self._compact_at = send_buffer_bytes
@@ -151,9 +155,11 @@ class Attachment:
 
     # --- fed by the session ---------------------------------------------------------
 
-    def push(self, out: Out) -> None:
+    def push(self, out: Out, event: Event | None = None) -> None:
         if self.closed or self._cursor is not None:
             return  # replaying: the writer reads the replay buffer itself
+        if self._events and event is not None:
+            out = out.with_event(event)
         self._queue.append(out)
         self._bytes += _cost(out)
         if self._bytes > self._compact_at and not self._lossless:

@@ -33,13 +33,23 @@ def _encode(event: Event) -> bytes:
 class Out:
     """One encoded event (JSON, no newline), shared by the replay buffer and the send queues.
 
-    ``kind`` marks deltas, which may be merged or dropped for a slow client.
+    ``kind`` marks deltas, which may be merged or dropped for a slow client. ``event``
+    is the event itself in the frames of an attachment that asked for it
+    (``SessionHost.attach(events=True)``: a dialect in this process that would
+    otherwise decode ``data`` again); None everywhere else (the replay buffer holds
+    bytes only, and replayed or merged frames carry none).
     """
 
-    __slots__ = ("data", "kind", "seq")
+    __slots__ = ("data", "event", "kind", "seq")
 
-    def __init__(self, seq: int, data: bytes, kind: int = NORMAL) -> None:
-        self.seq, self.data, self.kind = seq, data, kind
+    def __init__(
+        self, seq: int, data: bytes, kind: int = NORMAL, event: Event | None = None
+    ) -> None:
+        self.seq, self.data, self.kind, self.event = seq, data, kind, event
+
+    def with_event(self, event: Event) -> Out:
+        """This frame, carrying ``event`` too (a copy: the shared one stays bytes only)."""
+        return Out(self.seq, self.data, self.kind, event)
 
     @classmethod
     def of(cls, event: Event) -> Out:

@@ -315,10 +315,14 @@ class SessionHost:
         last_seq: int | None = None,
         control: bool = True,
         lossless: bool = False,
+        events: bool = False,
     ) -> Attachment:
         """Create a session (``session_id`` None) or attach to one, replaying after ``last_seq``.
 
-        Raises :class:`HostRefusal`. The token is checked first and a wrong
+        ``events``: the attachment's live frames carry the published event itself
+        (:attr:`Out.event`) beside its bytes, for a dialect in this process that maps
+        events rather than forwarding bytes (it need not decode them again). Raises
+        :class:`HostRefusal`. The token is checked first and a wrong
         one is refused before any session is looked up, so a client without
         it learns nothing about sessions.
         """
@@ -334,16 +338,17 @@ class SessionHost:
                 lossless=lossless,
                 send_buffer_bytes=self.config.send_buffer_bytes,
                 cursor=None,
+                events=events,
             )
         else:
             if self._engines is not None and self.session(session_id) is None:
                 await self._open(session_id)
-            attachment = self._reattach(session_id, last_seq, control, lossless)
+            attachment = self._reattach(session_id, last_seq, control, lossless, events)
         attachment.session.add(attachment, control=control)
         return attachment
 
     def _reattach(
-        self, session_id: str, last_seq: int | None, control: bool, lossless: bool
+        self, session_id: str, last_seq: int | None, control: bool, lossless: bool, events: bool
     ) -> Attachment:
         session = self.session(session_id)
         if session is None:
@@ -369,6 +374,7 @@ class SessionHost:
             lossless=lossless,
             send_buffer_bytes=self.config.send_buffer_bytes,
             cursor=start if start < session.next_seq else None,
+            events=events,
         )
         attachment.resumed = True
         attachment.replay_from = start

@@ -139,7 +139,7 @@ class HostedSession:
             ):
                 self._evict()
         for attachment in tuple(self.attachments):  # a push may drop its attachment
-            attachment.push(out)
+            attachment.push(out, event)
         msg = event.msg
         if isinstance(msg, TaskStarted):
             self.running_task = event.id

@@ -91,6 +91,10 @@ class WebSocketConduit:
         protocol = self._connection.protocol
         for line in lines:
             protocol.send_text(line)
+        writes = protocol.writes
+        if len(writes) > 1 and all(writes):  # no end-of-stream marker (b"") among them
+            # The frames of one write go to the socket in one send, not one send each.
+            writes[:] = [b"".join(writes)]
         with contextlib.suppress(OSError, RuntimeError):
             self._connection.send_data()
 
