@@ -248,10 +248,15 @@ class CodeliaTui:
         self._note_children()
         return [_cmdline(pid) for pid in _descendants(self.pid) if not _zombie(pid)]
 
-    def wait_for_process(self, needle: str, *, within: float = 15.0) -> None:
-        """Wait until one of :meth:`processes` contains ``needle``."""
+    def wait_for_process(self, needle: str, *, within: float = 15.0, whole: bool = False) -> None:
+        """Wait until one of :meth:`processes` contains ``needle`` (``whole``: is it,
+        so that ``sleep 30`` is the sleep itself, not the shell line that will start it)."""
         deadline = time.monotonic() + within
-        while not any(needle in line for line in self.processes()):
+
+        def found(line: str) -> bool:
+            return line.strip() == needle if whole else needle in line
+
+        while not any(found(line) for line in self.processes()):
             if time.monotonic() > deadline:
                 raise AssertionError(
                     f"no process with {needle!r} within {within} s: {self.processes()}{SEE_SCREEN}"

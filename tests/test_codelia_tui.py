@@ -316,7 +316,9 @@ def test_ctrl_c_cancels_a_running_command_and_the_next_prompt_works(setup: Setup
     with session(setup, model, approval_policy="never") as s:
         s.tui.ready()
         s.tui.submit("Run the long command.")
-        s.tui.wait_for_process("sleep 30")
+        # The sleep itself: "started" is echoed then (the shell's own line, which
+        # names "sleep 30" too, exists before it has echoed anything).
+        s.tui.wait_for_process("sleep 30", whole=True)
 
         # Ctrl-C during a run sends run.cancel; the command's process group is killed.
         s.tui.press("C-c")
