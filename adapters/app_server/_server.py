@@ -13,8 +13,9 @@ later ``thread/resume`` (detached), and the conduit is closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from codexcore._logging import get_logger
@@ -86,31 +87,32 @@ class Connection:
 
     async def send(self, lines: bytes) -> None:
         """Write notification lines (:meth:`encode`); dropped once the client is gone."""
-        if lines and not self._closed:
-            try:
-                await self.write(lines)
-            except (ConnectionError, OSError) as exc:
-                log.info("client gone: notifications dropped", error=str(exc))
-                self._closed = True
+        if lines:
+            self.send_now(lines)
+            await self.drain()
 
     def send_now(self, lines: bytes) -> bool:
         """:meth:`send` without waiting (the pump's step writes): whether the transport
         took everything (False: drain before writing more this way)."""
         if lines and not self._closed:
-            try:
+            with self._unless_gone():
                 self.conduit.write(lines)
-            except (ConnectionError, OSError) as exc:
-                log.info("client gone: notifications dropped", error=str(exc))
-                self._closed = True
         return self._closed or self.conduit.pending() == 0
 
     async def drain(self) -> None:
         if not self._closed:
-            try:
+            with self._unless_gone():
                 await self.conduit.drain()
-            except (ConnectionError, OSError) as exc:
-                log.info("client gone: notifications dropped", error=str(exc))
-                self._closed = True
+
+    @contextlib.contextmanager
+    def _unless_gone(self) -> Iterator[None]:
+        """A client gone: the notifications after it are dropped, not raised (a thread's
+        follower must go on taking its session's events)."""
+        try:
+            yield
+        except (ConnectionError, OSError) as exc:
+            log.info("client gone: notifications dropped", error=str(exc))
+            self._closed = True
 
     async def answer(self, rid: RequestId, result: Any) -> None:
         await self.write(response(rid, result))

@@ -486,7 +486,7 @@ async def run_exec(
             # runs, so a SIGKILL of ours in its first instants would miss it.
             reap=True,
             # A cgroup only unconfined: bwrap's PID namespace already holds all
-            # a confined command starts, and moving into a cgroup costs ~1 ms.
+            # a confined command starts, and moving into a cgroup has its cost.
             cgroup=spec.mode == "danger-full-access",
             report_interruption=True,
             standby=standby,
