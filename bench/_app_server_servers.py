@@ -18,13 +18,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from _vs_codex_cli import CLI_DIR, KEY_VARIABLE, MODEL, codex_config, find_codex
-from _vs_codex_model import COMMAND_MARK, BenchModel, TimedServer
+from _vs_codex_model import COMMAND_MARK, BenchModel, TimedServer, scripted_server
 from _vs_codex_procs import TreeMemory
 
 from codexcore.testing import ScriptedResponse, text_response
@@ -47,16 +47,9 @@ class AppServerModel(BenchModel):
         return super()._decide(body)
 
 
-@contextmanager
-def model_server() -> Iterator[tuple[TimedServer, AppServerModel]]:
+def model_server() -> AbstractContextManager[tuple[TimedServer, BenchModel]]:
     """:class:`AppServerModel` on a timed local Responses server, in a thread of this process."""
-    model = AppServerModel()
-    server = TimedServer(model)
-    server.start_in_thread()
-    try:
-        yield server, model
-    finally:
-        server.stop()
+    return scripted_server(AppServerModel())
 
 
 def prompt(turn: int) -> str:

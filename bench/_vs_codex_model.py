@@ -151,8 +151,10 @@ class TimedServer(ScriptedResponsesServer):
 
 
 @contextlib.contextmanager
-def scripted_server() -> Iterator[tuple[TimedServer, BenchModel]]:
-    model = BenchModel()
+def scripted_server(model: BenchModel | None = None) -> Iterator[tuple[TimedServer, BenchModel]]:
+    """``model`` (default :class:`BenchModel`) on a timed local Responses server, in a
+    thread of this process."""
+    model = model or BenchModel()
     server = TimedServer(model)
     server.start_in_thread()
     try:
