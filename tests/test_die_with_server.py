@@ -105,6 +105,24 @@ CASES = [
 ]
 
 
+async def _start(
+    tmp_path: Path, http_url: str, policy: str, env: dict[str, str] | None = None
+) -> StdioServer:
+    """A real ``serve --stdio`` whose session runs under ``policy``, its first Task asked."""
+    server = await StdioServer.start(http_url, tmp_path, env=env)
+    await server.send(
+        sub(
+            "cfg",
+            "configure_session",
+            cwd=str(tmp_path),
+            approval_policy="never",
+            sandbox_policy={"type": policy},
+        ),
+        say("t1", "go"),
+    )
+    return server
+
+
 @pytest.mark.parametrize(("policy", "cgroups", "name"), CASES)
 async def test_sigkill_of_the_server_leaves_no_command_behind(
     tmp_path: Path, policy: str, cgroups: str, name: str
@@ -121,18 +139,8 @@ async def test_sigkill_of_the_server_leaves_no_command_behind(
     marker = duration.encode()
     model = ScriptedModel([shell_call(["bash", "-c", script.format(d=duration)], call_id="c1")])
     async with ScriptedResponsesServer(model) as http:
-        server = await StdioServer.start(http.base_url, tmp_path, env=env)
+        server = await _start(tmp_path, http.base_url, policy, env)
         try:
-            await server.send(
-                sub(
-                    "cfg",
-                    "configure_session",
-                    cwd=str(tmp_path),
-                    approval_policy="never",
-                    sandbox_policy={"type": policy},
-                ),
-                say("t1", "sleep"),
-            )
             await server.until("exec_command_begin")
             await _until(
                 f"{count} processes with {duration}", lambda: len(_alive_with(marker)) >= count
@@ -176,21 +184,6 @@ def _standbys_of(server: int) -> list[int]:
     return [pid for pid in _alive_with(STANDBY) if tree in _processes()[pid][2]]
 
 
-async def _start_unconfined(tmp_path: Path, http_url: str) -> StdioServer:
-    server = await StdioServer.start(http_url, tmp_path)
-    await server.send(
-        sub(
-            "cfg",
-            "configure_session",
-            cwd=str(tmp_path),
-            approval_policy="never",
-            sandbox_policy={"type": "danger-full-access"},
-        ),
-        say("t1", "go"),
-    )
-    return server
-
-
 async def test_sigkill_of_the_server_ends_the_shell_waiting_for_its_next_command(
     tmp_path: Path,
 ) -> None:
@@ -199,7 +192,7 @@ async def test_sigkill_of_the_server_ends_the_shell_waiting_for_its_next_command
     # No command yet: the shell is readied while the model answers the first request.
     model = ScriptedModel([text_response("done")])
     async with ScriptedResponsesServer(model) as http:
-        server = await _start_unconfined(tmp_path, http.base_url)
+        server = await _start(tmp_path, http.base_url, "danger-full-access")
         try:
             await server.until("task_complete")
             await _until("a standby shell", lambda: _standbys_of(server.pid))
@@ -228,7 +221,7 @@ async def test_sigkill_of_the_server_ends_a_command_run_in_the_standby_and_its_e
         ]
     )
     async with ScriptedResponsesServer(model) as http:
-        server = await _start_unconfined(tmp_path, http.base_url)
+        server = await _start(tmp_path, http.base_url, "danger-full-access")
         try:
             await server.until("exec_command_end")
             await _until(
