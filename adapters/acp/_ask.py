@@ -37,7 +37,7 @@ from acp.schema import (
 )
 
 from codexcore._logging import get_logger
-from codexcore.engine._ask_user import AnswerError, check_answer
+from codexcore.engine import AnswerError, check_answer
 from codexcore.protocol import (
     RequestUserInput,
     RequestUserInputAnswer,

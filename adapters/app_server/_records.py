@@ -17,9 +17,13 @@ from typing import Any
 import attrs
 
 from codexcore import __version__
-from codexcore.engine import default_home
-from codexcore.engine._rollout import UnknownSession
-from codexcore.engine._rollout_reader import find_rollout, list_sessions, read_session_events
+from codexcore.engine import (
+    UnknownSession,
+    default_home,
+    find_rollout,
+    list_sessions,
+    read_session_events,
+)
 from codexcore.protocol import (
     Event,
     SandboxPolicy,

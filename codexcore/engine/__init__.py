@@ -16,7 +16,7 @@ from ._models import (
     model_details,
     supports_reasoning,
 )
-from ._rollout import BadRollout, default_home
+from ._rollout import BadRollout, UnknownSession, default_home
 from ._run import ApprovalRequest, Approver, TaskInput, TaskResult
 from ._session import new_agent_id
 from ._submissions import State
@@ -24,6 +24,7 @@ from ._submissions import State
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "MODEL_DETAILS",
+    "AnswerError",
     "ApprovalRequest",
     "Approver",
     "BadRollout",
@@ -44,8 +45,11 @@ __all__ = [
     "State",
     "TaskInput",
     "TaskResult",
+    "UnknownSession",
+    "check_answer",
     "context_window",
     "default_home",
+    "find_rollout",
     "list_sessions",
     "model_details",
     "new_agent_id",
@@ -53,15 +57,30 @@ __all__ = [
     "project_root",
     "prune_sessions",
     "read_project_docs",
+    "read_session_events",
     "recorded_agent_id",
     "supports_reasoning",
 ]
 
 if TYPE_CHECKING:
     from ..tools.exec import CommandInterrupted, ExecResult
-    from ._rollout_reader import list_sessions, prune_sessions, recorded_agent_id
+    from ._ask_user import AnswerError, check_answer
+    from ._rollout_reader import (
+        find_rollout,
+        list_sessions,
+        prune_sessions,
+        read_session_events,
+        recorded_agent_id,
+    )
 
-_READERS = ("list_sessions", "prune_sessions", "recorded_agent_id")
+_READERS = (
+    "find_rollout",
+    "list_sessions",
+    "prune_sessions",
+    "read_session_events",
+    "recorded_agent_id",
+)
+_ANSWERS = ("AnswerError", "check_answer")
 
 
 def __getattr__(name: str) -> Any:
@@ -76,4 +95,8 @@ def __getattr__(name: str) -> Any:
         from . import _rollout_reader
 
         return getattr(_rollout_reader, name)
+    if name in _ANSWERS:  # a dialect checking a user's answers before it hands them on
+        from . import _ask_user
+
+        return getattr(_ask_user, name)
     raise AttributeError(f"module 'codexcore.engine' has no attribute {name!r}")
