@@ -17,7 +17,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +278,27 @@ class AppServer:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+@contextlib.asynccontextmanager
+async def app_servers(
+    schema: Schema, workspace: Path
+) -> AsyncIterator[Callable[..., Awaitable[AppServer]]]:
+    """``start(base_url, *args)``: a ``codexcore app-server`` process against the model at
+    ``base_url``; at the end every one still running is killed, and each must have had
+    its messages checked against the schema."""
+    from .server_helpers import server_env
+
+    started: list[AppServer] = []
+
+    async def starter(base_url: str, *args: str) -> AppServer:
+        env = server_env(base_url, OPENAI_API_KEY="sk-test")
+        server = await AppServer.start(schema, env, workspace, *args)
+        started.append(server)
+        return server
+
+    yield starter
+    for server in started:
+        if server.process.returncode is None:
+            await server.kill()
+        assert server.schema.checked > 0

@@ -24,7 +24,7 @@ from codexcore.testing import (
     text_response,
 )
 
-from .app_server_helpers import AppServer, Schema, generate_schema
+from .app_server_helpers import AppServer, Schema, app_servers, generate_schema
 from .scripted_servers import serve
 from .server_helpers import server_env
 
@@ -42,19 +42,8 @@ def schema(tmp_path_factory: pytest.TempPathFactory) -> Schema:
 @pytest.fixture
 async def start(schema: Schema, workspace: Path) -> AsyncIterator[Any]:
     """``start(base_url)``: a ``codexcore app-server`` process; all are killed after the test."""
-    started: list[AppServer] = []
-
-    async def starter(base_url: str, *args: str) -> AppServer:
-        env = server_env(base_url, OPENAI_API_KEY="sk-test")
-        server = await AppServer.start(schema, env, workspace, *args)
-        started.append(server)
-        return server
-
-    yield starter
-    for server in started:
-        if server.process.returncode is None:
-            await server.kill()
-        assert server.schema.checked > 0
+    async with app_servers(schema, workspace) as starter:
+        yield starter
 
 
 async def new_thread(server: AppServer, **params: Any) -> str:

@@ -19,9 +19,8 @@ import pytest
 
 from codexcore.testing import ScriptedResponsesServer, function_call_response, text_response
 
-from .app_server_helpers import AppServer, Schema, find_codex_cli, generate_schema
+from .app_server_helpers import AppServer, Schema, app_servers, find_codex_cli, generate_schema
 from .scripted_servers import serve
-from .server_helpers import server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -65,19 +64,8 @@ def client_sends(folder: Path, name: str, value: Any) -> Any:
 
 @pytest.fixture
 async def start(schema: Schema, workspace: Path) -> AsyncIterator[Any]:
-    started: list[AppServer] = []
-
-    async def starter(base_url: str) -> AppServer:
-        env = server_env(base_url, OPENAI_API_KEY="sk-test")
-        server = await AppServer.start(schema, env, workspace)
-        started.append(server)
-        return server
-
-    yield starter
-    for server in started:
-        if server.process.returncode is None:
-            await server.kill()
-        assert server.schema.checked > 0
+    async with app_servers(schema, workspace) as starter:
+        yield starter
 
 
 async def thread_with_tools(server: AppServer, folder: Path, *tools: dict[str, Any]) -> str:
